@@ -1,0 +1,33 @@
+# The two commands of the README: `make serve` and `make test`. Each sets up everything it needs.
+PYTHON_VERSION ?= 3.11
+UV_VERSION ?= 0.13.8
+UV := python3 -m uv
+export UV_PYTHON := $(PYTHON_VERSION)
+
+.PHONY: setup serve test lint typecheck importlint unit bench clean
+
+setup:
+	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
+	./scripts/install-system-deps.sh
+	$(UV) sync --frozen --all-extras
+
+serve: setup
+	$(UV) run ctxstore serve $(ARGS)
+
+lint: setup
+	$(UV) run ruff check layers tests functions bench
+
+typecheck: setup
+	$(UV) run mypy
+
+importlint: setup
+	$(UV) run lint-imports
+
+test: setup
+	$(UV) run ruff check layers tests functions bench
+	$(UV) run mypy
+	$(UV) run lint-imports
+	$(UV) run pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf .venv .ctxstore .pytest_cache .mypy_cache .ruff_cache

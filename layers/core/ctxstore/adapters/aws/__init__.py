@@ -1,0 +1,1 @@
+"""AWS backend: DynamoDB, S3, OpenSearch Serverless, Step Functions, SQS, Neptune."""

@@ -1,0 +1,1 @@
+"""Embedded local backend: SQLite, files on disk, embedded FalkorDB."""

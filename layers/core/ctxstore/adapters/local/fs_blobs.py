@@ -1,0 +1,98 @@
+"""BlobStore on the local file system: atomic writes (temp file, fsync, rename) under the data dir."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from ctxstore.ports.blobs import BlobNotFound
+
+
+def _segment(seg: str) -> str:
+    # Percent-encode every segment so no key can climb out of its folder or collide with a temp file.
+    enc = quote(seg, safe="")
+    if enc in ("", ".", ".."):
+        enc = enc.replace(".", "%2E") or "%00"
+    return enc
+
+
+class FsBlobStore:
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, org: str, key: str) -> Path:
+        return self._root.joinpath(_segment(org), *(_segment(s) for s in key.split("/")))
+
+    def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        path = self._path(org, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def get(self, org: str, key: str) -> bytes:
+        try:
+            return self._path(org, key).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            raise BlobNotFound(key) from None
+
+    def exists(self, org: str, key: str) -> bool:
+        return self._path(org, key).is_file()
+
+    def size(self, org: str, key: str) -> int:
+        try:
+            return self._path(org, key).stat().st_size
+        except FileNotFoundError:
+            raise BlobNotFound(key) from None
+
+    def delete(self, org: str, key: str) -> bool:
+        try:
+            self._path(org, key).unlink()
+            return True
+        except (FileNotFoundError, IsADirectoryError):
+            return False
+
+    def delete_prefix(self, org: str, prefix: str) -> int:
+        """Delete every blob whose key starts with `prefix` ('db/' removes a database's folder)."""
+        base = self._root / _segment(org)
+        if not base.exists():
+            return 0
+        parts = prefix.split("/")
+        if prefix.endswith("/"):
+            folder = base.joinpath(*(_segment(s) for s in parts[:-1]))
+            if not folder.is_dir():
+                return 0
+            n = sum(1 for p in folder.rglob("*") if p.is_file())
+            shutil.rmtree(folder, ignore_errors=True)
+            return n
+        removed = 0
+        folder = base.joinpath(*(_segment(s) for s in parts[:-1]))
+        if folder.is_dir():
+            stem = _segment(parts[-1])
+            for child in folder.iterdir():
+                if child.name.startswith(stem):
+                    if child.is_dir():
+                        removed += sum(1 for p in child.rglob("*") if p.is_file())
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink()
+                        removed += 1
+        return removed

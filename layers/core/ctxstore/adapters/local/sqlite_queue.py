@@ -1,0 +1,101 @@
+"""WorkQueue on SQLite: leased jobs, unique ids per queue, delayed retries, a dead-letter state."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.ports.work_queue import Job
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    queue TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    org TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL,            -- ready | leased | dead
+    run_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    lease_token TEXT,
+    last_error TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (queue, job_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, state, run_at);
+"""
+
+
+class SqliteWorkQueue:
+    def __init__(self, db: SqliteDb) -> None:
+        self._db = db
+        db.executescript(_SCHEMA)
+
+    def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
+        now = time.time()
+        with self._db.write() as conn:
+            row = conn.execute("SELECT state FROM jobs WHERE queue=? AND job_id=?", (queue, job_id)).fetchone()
+            if row is not None and row[0] != "dead":
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO jobs (queue, job_id, org, payload, state, run_at, attempts, created_at)"
+                " VALUES (?,?,?,?, 'ready', ?, 0, ?)",
+                (queue, job_id, org, json.dumps(payload), now + delay_s, now),
+            )
+            return True
+
+    def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
+        now = time.time()
+        jobs: list[Job] = []
+        with self._db.write() as conn:
+            # An expired lease means its worker died: the job is ready again.
+            rows = conn.execute(
+                "SELECT job_id, org, payload, attempts FROM jobs WHERE queue=? AND run_at<=?"
+                " AND state IN ('ready','leased') ORDER BY run_at LIMIT ?",
+                (queue, now, limit),
+            ).fetchall()
+            for job_id, org, payload, attempts in rows:
+                token = uuid.uuid4().hex
+                conn.execute(
+                    "UPDATE jobs SET state='leased', lease_token=?, attempts=?, run_at=? WHERE queue=? AND job_id=?",
+                    (token, attempts + 1, now + lease_s, queue, job_id),
+                )
+                jobs.append(Job(queue, job_id, org, json.loads(payload), attempts + 1, token))
+        return jobs
+
+    def complete(self, job: Job) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "DELETE FROM jobs WHERE queue=? AND job_id=? AND lease_token=?",
+                (job.queue, job.job_id, job.lease_token),
+            )
+
+    def retry(self, job: Job, *, delay_s: float, error: str) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET state='ready', run_at=?, last_error=?, lease_token=NULL"
+                " WHERE queue=? AND job_id=? AND lease_token=?",
+                (time.time() + delay_s, error[:2000], job.queue, job.job_id, job.lease_token),
+            )
+
+    def fail(self, job: Job, *, error: str) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE jobs SET state='dead', last_error=?, lease_token=NULL"
+                " WHERE queue=? AND job_id=? AND lease_token=?",
+                (error[:2000], job.queue, job.job_id, job.lease_token),
+            )
+
+    def pending(self, queue: str) -> int:
+        row = self._db.conn.execute(
+            "SELECT COUNT(*) FROM jobs WHERE queue=? AND state IN ('ready','leased')", (queue,)
+        ).fetchone()
+        return int(row[0])
+
+    def dead(self, queue: str) -> list[tuple[str, str]]:
+        rows = self._db.conn.execute(
+            "SELECT job_id, COALESCE(last_error,'') FROM jobs WHERE queue=? AND state='dead'", (queue,)
+        ).fetchall()
+        return [(str(a), str(b)) for a, b in rows]

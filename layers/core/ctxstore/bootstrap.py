@@ -1,0 +1,44 @@
+"""Builds the container for the configured backend. The only module that imports adapters."""
+
+from __future__ import annotations
+
+from ctxstore.config import Settings
+from ctxstore.services.container import Container, Options
+
+
+def options_from(settings: Settings) -> Options:
+    return Options(
+        backend=settings.backend,
+        max_databases_per_org=settings.max_databases_per_org,
+        rate_limit_per_minute=settings.rate_limit_per_minute,
+        rate_limit_burst=settings.rate_limit_burst,
+        query_rate_limit_per_minute=settings.query_rate_limit_per_minute,
+    )
+
+
+def build_local(settings: Settings) -> Container:
+    from ctxstore.adapters.local.fs_blobs import FsBlobStore
+    from ctxstore.adapters.local.sqlite_db import SqliteDb
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+    from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
+    from ctxstore.adapters.local.system_clock import SystemClock
+
+    data = settings.data_dir
+    data.mkdir(parents=True, exist_ok=True)
+    db = SqliteDb(data / "records.db")
+    c = Container(
+        records=SqliteRecordStore(db),
+        blobs=FsBlobStore(data / "blobs"),
+        queue=SqliteWorkQueue(db),
+        clock=SystemClock(),
+        options=options_from(settings),
+    )
+    c.closers.append(db.close)
+    return c
+
+
+def build_container(settings: Settings | None = None) -> Container:
+    settings = settings or Settings()
+    if settings.backend == "local":
+        return build_local(settings)
+    raise RuntimeError("the aws backend is built by functions/*/app.py through ctxstore.bootstrap_aws")

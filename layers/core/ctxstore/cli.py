@@ -1,0 +1,140 @@
+"""ctxstore command line: `serve` runs the whole service locally; `keys` manages API keys."""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from ctxstore.bootstrap import build_container
+from ctxstore.config import Settings
+from ctxstore.domain.api_keys import parse_duration
+from ctxstore.services.registry import build_services
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, object] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    for name in ("host", "port"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    if getattr(args, "allow_private_webhooks", False):
+        overrides["allow_private_webhooks"] = True
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fh = (data_dir / "serve.lock").open("w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"ctxstore: another server is already using {data_dir}")
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ctxstore.http.app import create_app
+    from ctxstore.pipeline.jobs import queue_specs
+    from ctxstore.pipeline.local_runner import LocalRunner
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = _settings(args)
+    lock = _lock_data_dir(settings.data_dir)
+    container = build_container(settings)
+    services = build_services(container)
+    first_key = services.keys.bootstrap_default()
+    if first_key:
+        print("ctxstore: created organisation 'default'. Its API key, shown only this once:", flush=True)
+        print(first_key, flush=True)
+    services.databases.recover()
+    runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
+    runner.start()
+    app = create_app(services)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    try:
+        server.run()  # handles SIGINT/SIGTERM with a graceful shutdown
+    finally:
+        runner.stop()
+        container.close()
+        lock.close()
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    container = build_container(_settings(args))
+    keys = build_services(container).keys
+    try:
+        if args.keys_cmd == "create":
+            expires = parse_duration(args.expires_in) if args.expires_in else None
+            dbs = [d for d in args.databases.split(",") if d] if args.databases else None
+            print(keys.create(args.org, expires_in_s=expires, databases=dbs))
+        elif args.keys_cmd == "list":
+            for k in keys.list(args.org):
+                exp = datetime.fromtimestamp(k.expires_at, UTC).isoformat() if k.expires_at else "never"
+                state = "revoked" if k.revoked else "active"
+                print(f"{k.prefix}\t{k.org}\t{state}\texpires={exp}")
+        elif args.keys_cmd == "revoke":
+            if not keys.revoke(args.prefix):
+                print(f"ctxstore: no key with prefix {args.prefix}", file=sys.stderr)
+                return 1
+            print(f"revoked {args.prefix}")
+    except ValueError as exc:
+        print(f"ctxstore: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        container.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ctxstore", description="Context store for AI applications")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    serve = sub.add_parser("serve", help="run the API, workers and scheduler on the embedded backends")
+    serve.add_argument("--data-dir", help="data directory (default ./.ctxstore or CTXSTORE_DATA_DIR)")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument(
+        "--allow-private-webhooks",
+        action="store_true",
+        help="let webhooks target loopback/private addresses (tests, local receivers)",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    keys = sub.add_parser("keys", help="manage API keys")
+    keys.add_argument("--data-dir")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
+    create = ksub.add_parser("create", help="create a key; prints exactly the key")
+    create.add_argument("--org", required=True)
+    create.add_argument("--expires-in", help="lifetime such as 30d, 12h")
+    create.add_argument("--databases", help="comma-separated databases the key may use (default: all)")
+    lst = ksub.add_parser("list", help="list keys (prefixes only)")
+    lst.add_argument("--org")
+    revoke = ksub.add_parser("revoke", help="revoke a key by its prefix")
+    revoke.add_argument("prefix")
+    for sp in (create, lst, revoke):
+        sp.add_argument("--data-dir", dest="data_dir_sub")
+    keys.set_defaults(func=cmd_keys)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "data_dir_sub", None):
+        args.data_dir = args.data_dir_sub
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

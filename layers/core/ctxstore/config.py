@@ -1,0 +1,23 @@
+"""Settings from the environment (CTXSTORE_*) and the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CTXSTORE_", extra="ignore")
+
+    backend: Literal["local", "aws"] = "local"
+    data_dir: Path = Path(".ctxstore")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 2  # background job threads in `serve`
+    max_databases_per_org: int = 0
+    rate_limit_per_minute: int = 0  # 0 disables rate limiting (the local default)
+    rate_limit_burst: int = 0
+    query_rate_limit_per_minute: int = 0
+    allow_private_webhooks: bool = False

@@ -1,0 +1,1 @@
+"""Pure models and rules: no I/O, no SDKs."""

@@ -1,0 +1,1 @@
+"""HTTP surface: one FastAPI app factory shared by the local server and every Lambda."""

@@ -1,0 +1,39 @@
+"""FastAPI dependencies: the request context, the caller, the services."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.http.context import RequestContext, get_context
+from ctxstore.services.principal import Principal
+from ctxstore.services.registry import Services
+
+
+def context(request: Request) -> RequestContext:
+    return get_context(request.scope)
+
+
+def principal(request: Request) -> Principal:
+    p = get_context(request.scope).principal
+    if p is None:  # only public routes run without one, and they do not ask for it
+        raise ApiError(ErrorCode.UNAUTHORIZED, "authentication required")
+    return p
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+Ctx = Annotated[RequestContext, Depends(context)]
+Caller = Annotated[Principal, Depends(principal)]
+Svc = Annotated[Services, Depends(services)]
+
+
+def echo_scope(ctx: RequestContext, database: str, collection: str | None = None) -> None:
+    ctx.scope_echo["database"] = database
+    if collection is not None:
+        ctx.scope_echo["collection"] = collection

@@ -1,0 +1,1 @@
+"""One router per endpoint group; each Lambda serves exactly one of them."""

@@ -1,0 +1,1 @@
+"""Protocols the services depend on. Every method takes the organisation first."""

@@ -1,0 +1,40 @@
+"""Extractor: entities and relations from text, and preferences/facts from memories."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ExtractedEntity:
+    key: str
+    name: str
+    type: str
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class ExtractedRelation:
+    source: str  # entity key
+    target: str
+    raw_predicate: str
+    canonical_predicate: str
+    context: str
+    confidence: float
+    temporal_details: str | None = None
+
+
+@dataclass(frozen=True)
+class Extraction:
+    entities: list[ExtractedEntity] = field(default_factory=list)
+    relations: list[ExtractedRelation] = field(default_factory=list)
+
+
+class Extractor(Protocol):
+    def extract(self, text: str) -> Extraction: ...
+
+    def infer_memories(self, texts: Sequence[str]) -> list[str]:
+        """Preferences and facts stated by the user, each as a standalone sentence."""
+        ...

@@ -1,0 +1,64 @@
+"""Graph store: named, isolated openCypher graphs (entity graph, item graph, BYOG collections).
+
+Locally embedded FalkorDB; on AWS an openCypher endpoint. Queries are always
+parameterised: caller data travels in `params`, never in the query text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    id: int
+    labels: list[str]
+    properties: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    id: int
+    relation: str
+    source_node_id: int
+    target_node_id: int
+    properties: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GraphPath:
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+@dataclass(frozen=True)
+class GraphResult:
+    columns: list[str]
+    rows: list[list[Any]]  # values: JSON scalars, lists, maps, GraphNode, GraphEdge, GraphPath
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class GraphTimeout(Exception):
+    pass
+
+
+class GraphQueryError(Exception):
+    pass
+
+
+class GraphStore(Protocol):
+    def query(
+        self,
+        org: str,
+        graph: str,
+        cypher: str,
+        params: dict[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> GraphResult: ...
+
+    def list_graphs(self, org: str, prefix: str) -> list[str]: ...
+
+    def drop(self, org: str, graph: str) -> bool: ...

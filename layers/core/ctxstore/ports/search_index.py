@@ -1,0 +1,77 @@
+"""Search index: chunks with text (keyword search), vectors (semantic search) and filterable metadata.
+
+Locally SQLite FTS5 plus a vector index; on AWS an OpenSearch Serverless
+collection. Scores are returned raw; fusion happens in `retrieval/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Store = Literal["knowledge", "memory"]
+
+
+@dataclass(frozen=True)
+class ChunkDoc:
+    chunk_id: str
+    item_id: str
+    database: str
+    collection: str
+    store: Store
+    text: str
+    vector: npt.NDArray[np.float32] | None
+    title: str = ""
+    source_type: str = ""
+    created_at: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)  # schema-declared keys
+    additional_metadata: dict[str, Any] = field(default_factory=dict)
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    database: str
+    collections: Sequence[str]
+    store: Store
+    metadata: dict[str, Any] = field(default_factory=dict)  # exact match; a list matches any value
+    additional_metadata: dict[str, Any] = field(default_factory=dict)
+    item_ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: str
+    item_id: str
+    collection: str
+    score: float
+
+
+class SearchIndex(Protocol):
+    def ensure_database(self, org: str, database: str) -> bool:
+        """Create what the database needs; True when ready."""
+        ...
+
+    def upsert(self, org: str, chunks: Sequence[ChunkDoc]) -> None: ...
+
+    def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int: ...
+
+    def delete_scope(self, org: str, database: str, collection: str | None) -> int:
+        """Remove a collection (or, with None, the whole database)."""
+        ...
+
+    def keyword_search(
+        self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or"
+    ) -> list[Hit]: ...
+
+    def vector_search(
+        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int
+    ) -> list[Hit]: ...
+
+    def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]: ...
+
+    def count(self, org: str, database: str, store: Store) -> int: ...

@@ -1,0 +1,41 @@
+"""A durable work queue: accepted work survives crashes and is handed out at least once.
+
+Jobs are leased; a worker that dies loses its lease and the job is handed out
+again. A job id is unique per queue, so enqueueing twice is a no-op (the
+dedup key of a retried request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Job:
+    queue: str
+    job_id: str
+    org: str
+    payload: dict[str, Any]
+    attempts: int  # number of times this job has been claimed, this claim included
+    lease_token: str
+
+
+class WorkQueue(Protocol):
+    def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
+        """True if queued; False if a job with this id is already queued or running."""
+        ...
+
+    def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]: ...
+
+    def complete(self, job: Job) -> None: ...
+
+    def retry(self, job: Job, *, delay_s: float, error: str) -> None:
+        """Release the job to run again after delay_s."""
+        ...
+
+    def fail(self, job: Job, *, error: str) -> None:
+        """Give up: the job moves to the dead-letter set."""
+        ...
+
+    def pending(self, queue: str) -> int: ...

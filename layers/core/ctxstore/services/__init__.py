@@ -1,0 +1,1 @@
+"""Use cases: ports in, plain data out."""

@@ -1,0 +1,50 @@
+"""The set of ports one running service uses; built by bootstrap, shared by every entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxstore.ports.blobs import BlobStore
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.embedder import Embedder
+from ctxstore.ports.extractor import Extractor
+from ctxstore.ports.graph import GraphStore
+from ctxstore.ports.records import RecordStore
+from ctxstore.ports.scheduler import Scheduler
+from ctxstore.ports.search_index import SearchIndex
+from ctxstore.ports.work_queue import WorkQueue
+
+
+@dataclass(frozen=True)
+class Options:
+    """Service-wide knobs, taken from settings by bootstrap."""
+
+    backend: str = "local"
+    max_databases_per_org: int = 0  # 0: no plan limit
+    rate_limit_per_minute: int = 0  # 0: off
+    rate_limit_burst: int = 0
+    query_rate_limit_per_minute: int = 0
+    max_upload_bytes: int = 50 * 1024 * 1024
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Container:
+    records: RecordStore
+    blobs: BlobStore
+    queue: WorkQueue
+    clock: Clock
+    options: Options = field(default_factory=Options)
+    # Filled in as the backends for them are configured.
+    search_index: SearchIndex | None = None
+    graph: GraphStore | None = None
+    embedder: Embedder | None = None
+    extractor: Extractor | None = None
+    scheduler: Scheduler | None = None
+    closers: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        for closer in reversed(self.closers):
+            closer()
+        self.closers.clear()

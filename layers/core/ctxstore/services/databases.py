@@ -1,0 +1,263 @@
+"""Databases and collections: create (asynchronous provisioning), status, list, stats, schema, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ctxstore.domain import metadata_schema as ms
+from ctxstore.domain.errors import ApiError, ErrorCode, database_not_found
+from ctxstore.domain.scopes import DEFAULT_COLLECTION, validate_collection_name, validate_database_name
+from ctxstore.ports.records import ConditionFailed, Delete, Put, Record
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.container import Container
+from ctxstore.services.principal import Principal
+
+PROVISION_QUEUE = "databases"
+READY = "ready"
+PROVISIONING = "provisioning"
+DELETING = "deleting"
+
+# Hooks other capabilities register to remove their share of a scope: (org, database, collection|None).
+ScopePurger = Callable[[str, str, str | None], None]
+
+
+def _infra(ready: bool) -> dict[str, Any]:
+    return {
+        "scheduler_status": ready,
+        "graph_status": ready,
+        "vectorstore_status": {"knowledge": ready, "memories": ready},
+        "ready_for_ingestion": ready,
+    }
+
+
+class DatabaseService:
+    def __init__(self, c: Container, purgers: list[ScopePurger] | None = None) -> None:
+        self._c = c
+        self._purgers: list[ScopePurger] = list(purgers or [])
+
+    def add_purger(self, purger: ScopePurger) -> None:
+        self._purgers.append(purger)
+
+    # ---- reads -------------------------------------------------------------------------
+    def _get(self, org: str, database: str) -> Record | None:
+        rec = self._c.records.get(org, rk.DATABASE, "", database)
+        if rec is None or rec.data.get("status") == DELETING:
+            return None
+        return rec
+
+    def require(self, principal: Principal, database: str) -> Record:
+        """The database record, or 404 (another organisation's database looks exactly like a missing one)."""
+        validate_database_name(database)
+        rec = self._get(principal.org, database)
+        if rec is None:
+            raise database_not_found(database)
+        principal.check_database(database)
+        return rec
+
+    def schema(self, principal: Principal, database: str) -> list[ms.FieldDef]:
+        rec = self.require(principal, database)
+        return [ms.parse_field(f, "schema") for f in rec.data.get("metadata_schema", [])]
+
+    def status(self, principal: Principal, database: str) -> dict[str, Any]:
+        rec = self.require(principal, database)
+        ready = rec.data.get("status") == READY
+        return {
+            "database": database,
+            "tenant_id": database,
+            "org_id": principal.org,
+            "status": rec.data.get("status"),
+            "infra": rec.data.get("infra") or _infra(ready),
+            "message": "Success",
+        }
+
+    def list(self, principal: Principal) -> dict[str, Any]:
+        names: list[str] = []
+        failed: list[dict[str, str]] = []
+        after: str | None = None
+        while True:
+            page = self._c.records.query(principal.org, rk.DATABASE, "", after=after, limit=1000)
+            for r in page.records:
+                if r.data.get("status") == DELETING:
+                    continue
+                if principal.databases is not None and r.sk not in principal.databases:
+                    continue
+                if r.data.get("status") == "failed":
+                    failed.append({"database": r.sk, "tenant_id": r.sk, "error": r.data.get("error", "")})
+                else:
+                    names.append(r.sk)
+            if page.next_after is None:
+                break
+            after = page.next_after
+        return {
+            "databases": names,
+            "tenant_ids": names,
+            "failed_databases": failed,
+            "failed_tenant_ids": failed,
+            "message": "Success",
+        }
+
+    def list_collections(self, principal: Principal, database: str) -> dict[str, Any]:
+        self.require(principal, database)
+        cols: list[str] = []
+        after: str | None = None
+        while True:
+            page = self._c.records.query(principal.org, rk.COLLECTION, database, after=after, limit=1000)
+            cols.extend(r.sk for r in page.records)
+            if page.next_after is None:
+                break
+            after = page.next_after
+        return {"database": database, "collections": cols, "sub_tenant_ids": cols, "message": "Success"}
+
+    def stats(self, principal: Principal, database: str) -> dict[str, Any]:
+        self.require(principal, database)
+        idx = self._c.search_index
+        knowledge = idx.count(principal.org, database, "knowledge") if idx else 0
+        memory = idx.count(principal.org, database, "memory") if idx else 0
+        return {
+            "database": database,
+            "tenant_id": database,
+            "knowledge_collection": {"row_count": knowledge},
+            "memory_collection": {"row_count": memory},
+            "message": "Success",
+        }
+
+    # ---- writes ------------------------------------------------------------------------
+    def create(self, principal: Principal, database: str, schema_raw: object, field: str) -> dict[str, Any]:
+        validate_database_name(database)
+        principal.check_database(database)
+        schema = ms.parse_schema(schema_raw, field)
+        limit = self._c.options.max_databases_per_org
+        if limit and self._c.records.count(principal.org, rk.DATABASE, "") >= limit:
+            raise ApiError(ErrorCode.FORBIDDEN, f"plan limit reached: at most {limit} databases per organisation")
+        existing = self._c.records.get(principal.org, rk.DATABASE, "", database)
+        if existing is not None and existing.data.get("status") == DELETING:
+            self._finish_delete(principal.org, database)  # a pending delete finishes before the name is reused
+        now = self._c.clock.now()
+        data = {
+            "database": database,
+            "status": PROVISIONING,
+            "created_at": now,
+            "infra": _infra(False),
+            "metadata_schema": [f.to_json() for f in schema],
+        }
+        # Marker first: if the process dies after the record is written, start-up recovery provisions it.
+        self._c.records.put(
+            rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "provision"})
+        )
+        try:
+            self._c.records.put(principal.org, Put(rk.DATABASE, "", database, data, if_absent=True))
+        except ConditionFailed:
+            raise ApiError(ErrorCode.DATABASE_ALREADY_EXISTS, f"Database '{database}' already exists") from None
+        self._c.queue.enqueue(
+            principal.org,
+            PROVISION_QUEUE,
+            f"provision{rk.SEP}{database}{rk.SEP}{now}",
+            {"op": "provision", "database": database},
+        )
+        return {
+            "database": database,
+            "tenant_id": database,
+            "status": PROVISIONING,
+            "message": "Database creation accepted; poll GET /databases/status until ready_for_ingestion",
+        }
+
+    def provision(self, org: str, database: str) -> None:
+        """Job handler: make every store ready for the database, then flip its infra flags."""
+        rec = self._c.records.get(org, rk.DATABASE, "", database)
+        if rec is not None and rec.data.get("status") == PROVISIONING:
+            vector_ok = self._c.search_index.ensure_database(org, database) if self._c.search_index else True
+            infra = _infra(True)
+            infra["vectorstore_status"] = {"knowledge": vector_ok, "memories": vector_ok}
+            infra["ready_for_ingestion"] = vector_ok
+            data = dict(rec.data, status=READY if vector_ok else PROVISIONING, infra=infra)
+            try:
+                self._c.records.put(org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+            except ConditionFailed:
+                pass  # deleted or changed meanwhile; the newer state wins
+        self._c.records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
+
+    def update_schema(self, principal: Principal, database: str, add_raw: object) -> dict[str, Any]:
+        rec = self.require(principal, database)
+        added = ms.parse_schema(add_raw, "add_fields")
+        if not added:
+            raise ApiError(ErrorCode.INVALID_PARAMETERS, "'add_fields' must name at least one field")
+        existing = [ms.parse_field(f, "schema") for f in rec.data.get("metadata_schema", [])]
+        merged = ms.merge_additive(existing, added)
+        data = dict(rec.data, metadata_schema=[f.to_json() for f in merged])
+        try:
+            self._c.records.put(principal.org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+        except ConditionFailed:
+            raise ApiError(ErrorCode.CONFLICT, "the schema changed concurrently; retry") from None
+        return {"database": database, "tenant_id": database, "added_fields": [f.name for f in added]}
+
+    def note_collection(self, principal: Principal, database: str, collection: str) -> None:
+        """Record that a collection holds data (called by writers), so listings show it."""
+        try:
+            self._c.records.put(
+                principal.org,
+                Put(rk.COLLECTION, database, collection, {"created_at": self._c.clock.now()}, if_absent=True),
+            )
+        except ConditionFailed:
+            pass
+
+    def delete_collection(self, principal: Principal, database: str, collection: object) -> dict[str, Any]:
+        self.require(principal, database)
+        if collection is None:
+            raise ApiError(ErrorCode.INVALID_PARAMETERS, "'collection' is required")
+        col = validate_collection_name(collection)
+        for purge in self._purgers:
+            purge(principal.org, database, col)
+        self._c.blobs.delete_prefix(principal.org, rk.blob_scope_prefix(database, col))
+        self._c.records.delete(principal.org, rk.COLLECTION, database, col)
+        return {
+            "database": database,
+            "collection": col,
+            "tenant_id": database,
+            "sub_tenant_id": col,
+            "deleted": True,
+            "status": "completed",
+            "message": "Success",
+        }
+
+    def delete(self, principal: Principal, database: str) -> dict[str, Any]:
+        rec = self.require(principal, database)
+        # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up.
+        self._c.records.transact(
+            principal.org,
+            [
+                Put(rk.DATABASE, "", database, dict(rec.data, status=DELETING), if_version=rec.version),
+            ],
+        )
+        self._c.records.put(
+            rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "delete"})
+        )
+        self._finish_delete(principal.org, database)
+        return {"database": database, "tenant_id": database, "status": "completed", "message": "Success"}
+
+    def _finish_delete(self, org: str, database: str) -> None:
+        for purge in self._purgers:
+            purge(org, database, None)
+        if self._c.search_index is not None:
+            self._c.search_index.delete_scope(org, database, None)
+        self._c.blobs.delete_prefix(org, f"{database}/")
+        self._c.records.delete_partitions(org, rk.COLLECTION, database)
+        self._c.records.transact(org, [Delete(rk.DATABASE, "", database)])
+        self._c.records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
+
+    def recover(self) -> int:
+        """At start-up: finish deletes and provisioning that a crash interrupted."""
+        n = 0
+        page = self._c.records.query(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", limit=10000)
+        for r in page.records:
+            org, database = r.sk.split(rk.SEP, 1)
+            if r.data.get("op") == "delete":
+                self._finish_delete(org, database)
+            else:
+                self.provision(org, database)
+            n += 1
+        return n
+
+
+def collection_or_default(value: str | None) -> str:
+    return value if value else DEFAULT_COLLECTION

@@ -1,0 +1,18 @@
+"""Where each kind of record lives in the RecordStore (kind, pk, sk)."""
+
+from __future__ import annotations
+
+SYSTEM_ORG = "_system"  # records looked up before the organisation is known (API keys, recovery index)
+
+ORG = "org"  # system: pk "" sk org id
+API_KEY = "api_key"  # system: pk "" sk key prefix
+DATABASE = "database"  # org: pk "" sk database
+COLLECTION = "collection"  # org: pk database sk collection
+PENDING_DB_WORK = "pending_db_work"  # system: pk "" sk "<org>\x1f<database>"; recovery after a crash
+
+SEP = "\x1f"
+
+
+def blob_scope_prefix(database: str, collection: str) -> str:
+    """Blob keys of one collection start with this; the default collection has a reserved folder name."""
+    return f"{database}/{collection or '_default'}/"

