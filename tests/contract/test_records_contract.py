@@ -1,0 +1,162 @@
+"""Contract of the RecordStore port; every adapter passes the same suite."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxstore.ports.records import ConditionFailed, Delete, Put
+from tests.contract.store_factories import RECORD_STORES
+
+
+@pytest.fixture(params=sorted(RECORD_STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    adapter, close = RECORD_STORES[request.param](tmp_path)
+    yield adapter
+    close()
+
+
+def test_put_get_roundtrip_and_versions(store: Any) -> None:
+    r1 = store.put("org1", Put("item", "db/col", "a", {"x": 1, "nested": {"y": [1, 2]}}))
+    assert r1.version == 1
+    got = store.get("org1", "item", "db/col", "a")
+    assert got is not None and got.data == {"x": 1, "nested": {"y": [1, 2]}} and got.version == 1
+    r2 = store.put("org1", Put("item", "db/col", "a", {"x": 2}))
+    assert r2.version == 2
+    assert store.get("org1", "item", "db/col", "a").data == {"x": 2}
+
+
+def test_missing_is_none(store: Any) -> None:
+    assert store.get("org1", "item", "db", "nope") is None
+
+
+def test_orgs_are_isolated(store: Any) -> None:
+    store.put("org1", Put("database", "", "acme", {"o": 1}))
+    assert store.get("org2", "database", "", "acme") is None
+    assert store.query("org2", "database", "").records == []
+    assert store.count("org2", "database", "") == 0
+
+
+def test_if_absent_condition(store: Any) -> None:
+    store.put("o", Put("k", "p", "s", {"v": 1}, if_absent=True))
+    with pytest.raises(ConditionFailed):
+        store.put("o", Put("k", "p", "s", {"v": 2}, if_absent=True))
+    assert store.get("o", "k", "p", "s").data == {"v": 1}
+
+
+def test_if_version_condition(store: Any) -> None:
+    r = store.put("o", Put("k", "p", "s", {"v": 1}))
+    store.put("o", Put("k", "p", "s", {"v": 2}, if_version=r.version))
+    with pytest.raises(ConditionFailed):
+        store.put("o", Put("k", "p", "s", {"v": 3}, if_version=r.version))
+    assert store.get("o", "k", "p", "s").data == {"v": 2}
+
+
+def test_delete_and_conditional_delete(store: Any) -> None:
+    r = store.put("o", Put("k", "p", "s", {"v": 1}))
+    with pytest.raises(ConditionFailed):
+        store.delete("o", "k", "p", "s", if_version=r.version + 5)
+    assert store.delete("o", "k", "p", "s", if_version=r.version) is True
+    assert store.delete("o", "k", "p", "s") is False
+    assert store.get("o", "k", "p", "s") is None
+
+
+def test_query_order_prefix_and_paging(store: Any) -> None:
+    for sk in ["b", "a", "c1", "c2", "d"]:
+        store.put("o", Put("item", "P", sk, {"sk": sk}))
+    store.put("o", Put("item", "Q", "zz", {}))
+    page = store.query("o", "item", "P", limit=2)
+    assert [r.sk for r in page.records] == ["a", "b"] and page.next_after == "b"
+    page2 = store.query("o", "item", "P", limit=2, after=page.next_after)
+    assert [r.sk for r in page2.records] == ["c1", "c2"]
+    page3 = store.query("o", "item", "P", limit=2, after=page2.next_after)
+    assert [r.sk for r in page3.records] == ["d"] and page3.next_after is None
+    assert [r.sk for r in store.query("o", "item", "P", sk_prefix="c").records] == ["c1", "c2"]
+    assert [r.sk for r in store.query("o", "item", "P", descending=True, limit=2).records] == ["d", "c2"]
+    assert store.count("o", "item", "P") == 5
+    assert store.count("o", "item", "P", sk_prefix="c") == 2
+
+
+def test_prefix_with_like_metacharacters(store: Any) -> None:
+    store.put("o", Put("item", "P", "a%b", {}))
+    store.put("o", Put("item", "P", "axb", {}))
+    store.put("o", Put("item", "P", "a_c", {}))
+    assert [r.sk for r in store.query("o", "item", "P", sk_prefix="a%").records] == ["a%b"]
+    assert [r.sk for r in store.query("o", "item", "P", sk_prefix="a_").records] == ["a_c"]
+
+
+def test_transact_is_all_or_nothing(store: Any) -> None:
+    store.put("o", Put("k", "p", "exists", {"v": 1}))
+    with pytest.raises(ConditionFailed):
+        store.transact("o", [Put("k", "p", "new", {"v": 1}), Put("k", "p", "exists", {"v": 2}, if_absent=True)])
+    assert store.get("o", "k", "p", "new") is None
+    assert store.get("o", "k", "p", "exists").data == {"v": 1}
+    store.transact("o", [Put("k", "p", "new", {"v": 1}), Delete("k", "p", "exists")])
+    assert store.get("o", "k", "p", "new") is not None
+    assert store.get("o", "k", "p", "exists") is None
+
+
+def test_expired_records_are_absent(store: Any) -> None:
+    store.put("o", Put("k", "p", "old", {"v": 1}, expires_at=1.0))
+    assert store.get("o", "k", "p", "old") is None
+    assert store.query("o", "k", "p").records == []
+    store.put("o", Put("k", "p", "old", {"v": 2}, if_absent=True))  # expired counts as absent
+    assert store.get("o", "k", "p", "old").data == {"v": 2}
+
+
+def test_delete_partitions_by_prefix(store: Any) -> None:
+    store.put("o", Put("item", "db1/a", "1", {}))
+    store.put("o", Put("item", "db1/b", "2", {}))
+    store.put("o", Put("item", "db10/a", "3", {}))
+    store.put("o2", Put("item", "db1/a", "4", {}))
+    assert store.delete_partitions("o", "item", "db1/") == 2
+    assert store.count("o", "item", "db10/a") == 1
+    assert store.count("o2", "item", "db1/a") == 1
+
+
+def test_concurrent_conditional_writers_one_wins(store: Any) -> None:
+    wins: list[int] = []
+    errors: list[BaseException] = []
+
+    def claim(i: int) -> None:
+        try:
+            store.put("o", Put("lock", "", "x", {"owner": i}, if_absent=True))
+            wins.append(i)
+        except ConditionFailed:
+            pass
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(wins) == 1
+    assert store.get("o", "lock", "", "x").data == {"owner": wins[0]}
+
+
+def test_concurrent_version_increments_are_not_lost(store: Any) -> None:
+    store.put("o", Put("counter", "", "c", {"n": 0}))
+
+    def bump() -> None:
+        for _ in range(20):
+            while True:
+                cur = store.get("o", "counter", "", "c")
+                try:
+                    store.put("o", Put("counter", "", "c", {"n": cur.data["n"] + 1}, if_version=cur.version))
+                    break
+                except ConditionFailed:
+                    continue
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.get("o", "counter", "", "c").data["n"] == 80
