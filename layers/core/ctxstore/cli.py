@@ -6,6 +6,7 @@ import argparse
 import fcntl
 import logging
 import os
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(services)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=10)
     server = uvicorn.Server(config)
+    # uvicorn re-raises the signal after its graceful shutdown; these handlers absorb it so the
+    # workers and stores below are closed in order and the process exits 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: None)
     try:
         server.run()  # handles SIGINT/SIGTERM with a graceful shutdown
     finally:
