@@ -25,7 +25,7 @@ def build_local(settings: Settings) -> Container:
 
     data = settings.data_dir
     data.mkdir(parents=True, exist_ok=True)
-    db = SqliteDb(data / "records.db")
+    db = SqliteDb(data / "records.db", busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     c = Container(
         records=SqliteRecordStore(db),
         blobs=FsBlobStore(data / "blobs"),

@@ -16,6 +16,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
+    sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
     max_databases_per_org: int = 0
     rate_limit_per_minute: int = 0  # 0 disables rate limiting (the local default)
     rate_limit_burst: int = 0

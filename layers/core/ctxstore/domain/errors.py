@@ -72,3 +72,7 @@ def invalid(message: str) -> ApiError:
 
 def database_not_found(database: str) -> ApiError:
     return ApiError(ErrorCode.DATABASE_NOT_FOUND, f"Database '{database}' not found")
+
+
+class StoreUnavailable(Exception):
+    """A storage dependency is temporarily unavailable (locked, throttled, down): the client should retry."""

@@ -18,7 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore import API_VERSION
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.http.aliases import normalize_pairs
 from ctxstore.http.context import RequestContext, get_context, route_family
 from ctxstore.http.envelope import failure_body
@@ -90,6 +90,13 @@ class ConventionsMiddleware:
             return
         try:
             await self.app(scope, receive, send_wrapper)
+        except StoreUnavailable as exc:
+            log.warning("dependency unavailable (request_id=%s): %s", ctx.request_id, exc)
+            if started:
+                raise
+            err = ApiError(ErrorCode.SERVICE_UNAVAILABLE, "a storage dependency is temporarily unavailable; retry "
+                           "with backoff", headers={"Retry-After": "1"})
+            await error_response(ctx, err)(scope, receive, send_wrapper)
         except Exception:
             log.exception("unhandled error (request_id=%s)", ctx.request_id)
             if started:

@@ -8,21 +8,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ctxstore.domain.errors import StoreUnavailable
+
 
 class SqliteDb:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 30000) -> None:
         self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[sqlite3.Connection] = []
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
         conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a process kill; only an OS crash can lose the last commits.
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         with self._lock:
             self._all.append(conn)
@@ -40,7 +45,11 @@ class SqliteDb:
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the lock up front, so conditions checked inside hold."""
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            # Another writer held the lock past the busy timeout: a retryable condition, not a bug.
+            raise StoreUnavailable(f"record store busy: {exc}") from exc
         try:
             yield conn
         except BaseException:
