@@ -94,9 +94,12 @@ class ConventionsMiddleware:
             log.warning("dependency unavailable (request_id=%s): %s", ctx.request_id, exc)
             if started:
                 raise
-            err = ApiError(ErrorCode.SERVICE_UNAVAILABLE, "a storage dependency is temporarily unavailable; retry "
-                           "with backoff", headers={"Retry-After": "1"})
-            await error_response(ctx, err)(scope, receive, send_wrapper)
+            unavailable = ApiError(
+                ErrorCode.SERVICE_UNAVAILABLE,
+                "a storage dependency is temporarily unavailable; retry with backoff",
+                headers={"Retry-After": "1"},
+            )
+            await error_response(ctx, unavailable)(scope, receive, send_wrapper)
         except Exception:
             log.exception("unhandled error (request_id=%s)", ctx.request_id)
             if started:
