@@ -13,6 +13,10 @@ def options_from(settings: Settings) -> Options:
         rate_limit_per_minute=settings.rate_limit_per_minute,
         rate_limit_burst=settings.rate_limit_burst,
         query_rate_limit_per_minute=settings.query_rate_limit_per_minute,
+        byog_max_rows=settings.byog_max_rows,
+        byog_cluster_name=settings.byog_cluster_name,
+        byog_read_timeout_ms=settings.byog_read_timeout_ms,
+        byog_write_timeout_ms=settings.byog_write_timeout_ms,
     )
 
 
@@ -34,7 +38,25 @@ def build_local(settings: Settings) -> Container:
         options=options_from(settings),
     )
     c.closers.append(db.close)
+    _add_local_graph(c, settings)
     return c
+
+
+def _add_local_graph(c: Container, settings: Settings) -> None:
+    """Embedded FalkorDB under data_dir/graph; the process starts on first use and stops on close."""
+    from ctxstore.adapters.local.falkordb_engine import FalkorEngine
+    from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
+
+    engine = FalkorEngine(
+        settings.data_dir / "graph",
+        timeout_default_ms=settings.byog_read_timeout_ms,
+        timeout_max_ms=max(settings.byog_read_timeout_ms, settings.byog_write_timeout_ms),
+        resultset_size=settings.byog_max_rows if settings.byog_max_rows > 0 else -1,
+    )
+    graph = FalkorGraphStore(engine)
+    c.graph = graph
+    c.closers.append(engine.stop)
+    c.closers.append(graph.close)
 
 
 def build_container(settings: Settings | None = None) -> Container:

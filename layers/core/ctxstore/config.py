@@ -22,3 +22,7 @@ class Settings(BaseSettings):
     rate_limit_burst: int = 0
     query_rate_limit_per_minute: int = 0
     allow_private_webhooks: bool = False
+    byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
+    byog_cluster_name: str = "local"
+    byog_read_timeout_ms: int = 8000
+    byog_write_timeout_ms: int = 30000

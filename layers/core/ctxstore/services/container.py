@@ -26,6 +26,10 @@ class Options:
     rate_limit_burst: int = 0
     query_rate_limit_per_minute: int = 0
     max_upload_bytes: int = 50 * 1024 * 1024
+    byog_max_rows: int = 10000  # result-set cap; rows beyond it are dropped silently
+    byog_cluster_name: str = "local"
+    byog_read_timeout_ms: int = 8000
+    byog_write_timeout_ms: int = 30000
     extra: dict[str, Any] = field(default_factory=dict)
 
 

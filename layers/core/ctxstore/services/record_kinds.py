@@ -8,6 +8,7 @@ ORG = "org"  # system: pk "" sk org id
 API_KEY = "api_key"  # system: pk "" sk key prefix
 DATABASE = "database"  # org: pk "" sk database
 COLLECTION = "collection"  # org: pk database sk collection
+BYOG_DATABASE = "byog_database"  # org: pk "" sk database (BYOG databases, apart from core ones)
 PENDING_DB_WORK = "pending_db_work"  # system: pk "" sk "<org>\x1f<database>"; recovery after a crash
 
 SEP = "\x1f"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxstore.services.byog import ByogService
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.keys import KeyService
@@ -16,6 +17,7 @@ class Services:
     keys: KeyService
     databases: DatabaseService
     limiter: RateLimiter
+    byog: ByogService | None = None
 
 
 def build_services(c: Container) -> Services:
@@ -29,4 +31,6 @@ def build_services(c: Container) -> Services:
             ),
         }
     )
-    return Services(container=c, keys=KeyService(c), databases=DatabaseService(c), limiter=limiter)
+    return Services(
+        container=c, keys=KeyService(c), databases=DatabaseService(c), limiter=limiter, byog=ByogService(c)
+    )
