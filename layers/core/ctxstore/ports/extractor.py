@@ -33,7 +33,13 @@ class Extraction:
 
 
 class Extractor(Protocol):
+    """Entities and relations from chunk text (offline rules by default, an LLM when configured)."""
+
     def extract(self, text: str) -> Extraction: ...
+
+
+class MemoryInferrer(Protocol):
+    """For memories ingested with infer=true: what the user prefers or states about themselves."""
 
     def infer_memories(self, texts: Sequence[str]) -> list[str]:
         """Preferences and facts stated by the user, each as a standalone sentence."""

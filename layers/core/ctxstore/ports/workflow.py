@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+INGEST_QUEUE = "ingest"
+
 
 class WorkflowStarter(Protocol):
     def start(self, org: str, execution_name: str, payload: dict[str, Any]) -> bool:

@@ -8,12 +8,14 @@ from typing import Any
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.embedder import Embedder
-from ctxstore.ports.extractor import Extractor
+from ctxstore.ports.extractor import Extractor, MemoryInferrer
 from ctxstore.ports.graph import GraphStore
 from ctxstore.ports.records import RecordStore
 from ctxstore.ports.scheduler import Scheduler
 from ctxstore.ports.search_index import SearchIndex
 from ctxstore.ports.work_queue import WorkQueue
+from ctxstore.ports.workflow import WorkflowStarter
+from ctxstore.services.events import EventSink, NullSink
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Container:
     graph: GraphStore | None = None
     embedder: Embedder | None = None
     extractor: Extractor | None = None
+    inferrer: MemoryInferrer | None = None
+    workflow: WorkflowStarter | None = None  # starts ingestion (local queue or Step Functions)
+    events: EventSink = field(default_factory=NullSink)  # webhooks replace it in build_services
     scheduler: Scheduler | None = None
     closers: list[Any] = field(default_factory=list)
 
