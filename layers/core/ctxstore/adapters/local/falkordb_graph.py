@@ -24,6 +24,9 @@ from ctxstore.adapters.local.falkordb_engine import FalkorEngine
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
 
 ORG_SEP = ":"
+# Reads of a graph nobody has written yet run against this always-empty graph (outside every org
+# prefix), so `RETURN 1` answers one row and `MATCH` none, and no graph is created by reading.
+EMPTY_GRAPH = "sys:empty"
 # Time beyond the engine's own budget before the client gives up on an answer. The engine's
 # timeouts fire late on some plans (a non-interruptible operator); this is the backstop.
 CLIENT_GRACE_S = 15.0
@@ -152,7 +155,19 @@ class FalkorGraphStore:
         def run() -> Any:
             g = self._db.select_graph(key)
             if read_only:
-                return g.ro_query(cypher, params=params, timeout=timeout_ms)
+                try:
+                    return g.ro_query(cypher, params=params, timeout=timeout_ms)
+                except redis.ResponseError as exc:
+                    if "empty key" not in str(exc):
+                        raise
+                empty = self._db.select_graph(EMPTY_GRAPH)
+                try:
+                    return empty.ro_query(cypher, params=params, timeout=timeout_ms)
+                except redis.ResponseError as exc:
+                    if "empty key" not in str(exc):
+                        raise
+                empty.query("RETURN 0")  # creates the empty graph once
+                return empty.ro_query(cypher, params=params, timeout=timeout_ms)
             return g.query(cypher, params=params, timeout=timeout_ms)
 
         started = time.monotonic()

@@ -1,0 +1,89 @@
+"""The token-level screen of BYOG queries: keywords only outside strings, comments and names."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxstore.services.cypher_lexer import Kind, LexError, tokenize
+from ctxstore.services.cypher_screen import QueryRejected, screen
+
+
+def test_lexer_strings_escapes_backticks_comments_params() -> None:
+    toks = tokenize(
+        "MATCH (n:`odd``name`) WHERE n.s = 'it\\'s \"q\"' // CALL x()\n/* LOAD CSV */ RETURN $p, $`a b`, 1.5e3"
+    )
+    kinds = [(t.kind, t.text) for t in toks]
+    assert (Kind.QIDENT, "odd`name") in kinds
+    assert (Kind.STRING, 'it\'s "q"') in kinds
+    assert (Kind.PARAM, "p") in kinds and (Kind.PARAM, "a b") in kinds
+    assert (Kind.NUMBER, "1.5e3") in kinds
+    assert not any(t.text.upper() in ("CALL", "LOAD") for t in toks)
+    assert [t.text for t in tokenize("[1..2]")] == ["[", "1", "..", "2", "]"]
+
+
+@pytest.mark.parametrize("src", ["RETURN 'x", "RETURN `x", "RETURN 1 /* x", "RETURN 'a\\"])
+def test_lexer_rejects_unterminated(src: str) -> None:
+    with pytest.raises(LexError):
+        tokenize(src)
+
+
+@pytest.mark.parametrize(
+    ("query", "write"),
+    [
+        ("MATCH (n) RETURN n", False),
+        ("MATCH (n) RETURN n // CREATE (m)", False),
+        ("RETURN 'SET x = 1' AS s", False),
+        ("MATCH (n:Create)-[:DELETE]->(m:Set) RETURN n.merge, {set: 1}", False),
+        ("CREATE (n)", True),
+        ("match (n) set n.x = 1", True),
+        ("MERGE (n:A)", True),
+        ("MATCH (n) DETACH DELETE n", True),
+        ("MATCH (n) REMOVE n.x", True),
+        ("FOREACH (x IN [1] | CREATE ())", True),
+        ("CREATE INDEX FOR (n:A) ON (n.x)", True),
+    ],
+)
+def test_write_detection(query: str, write: bool) -> None:
+    assert screen(query).is_write is write
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CALL db.labels()",
+        "CALL apoc.create.node(['A'], {})",
+        "MATCH (n) WITH n CALL db.idx.fulltext.queryNodes('A', 'x') YIELD node RETURN node",
+        "LOAD CSV FROM 'x' AS l RETURN l",
+        "MATCH (n) WHERE EXISTS { MATCH (n)-->() } RETURN n",
+        "MATCH (n) WHERE exists(n.p) RETURN n",
+        "MATCH p = shortestPath((a)-[*]->(b)) RETURN p",
+        "OPTIONAL MATCH p = allShortestPaths((a)-[*]->(b)) RETURN p",
+        "MATCH (a), (b) RETURN shortestPath((a)-[*]-(b))",
+    ],
+)
+def test_rejected(query: str) -> None:
+    with pytest.raises(QueryRejected):
+        screen(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CALL { MATCH (n) RETURN n } RETURN n",
+        "MATCH (n:Call) WHERE n:Load RETURN n.exists AS e",
+        "RETURN 'CALL db.labels()' AS s",
+        "MATCH (a), (b) RETURN shortestPath((a)-[:R*]->(b)) AS p",
+        "MATCH (a), (b) WITH shortestPath((a)<-[:R*]-(b)) AS p RETURN p",
+    ],
+)
+def test_allowed(query: str) -> None:
+    screen(query)
+
+
+def test_delete_check_plan() -> None:
+    s = screen("MATCH (a)-[r]->(b) WHERE a.x = 'DELETE' DELETE r, a RETURN count(*)")
+    assert s.delete_check is not None and s.delete_check.items == ["r", "a"]
+    assert s.delete_check.prefix.strip() == "MATCH (a)-[r]->(b) WHERE a.x = 'DELETE'"
+    assert screen("MATCH (a) DETACH DELETE a").delete_check is None
+    after_write = screen("CREATE (a) WITH a DELETE a")
+    assert after_write.delete_check is None and after_write.unchecked_delete
