@@ -2,7 +2,8 @@
 # Installs the Debian packages the service and its tests need (OCR engine, office converter, ...).
 # Idempotent: does nothing when every package is already installed.
 set -euo pipefail
-PKGS=(sqlite3)
+# tesseract: OCR for image uploads and scanned PDF pages (ctxstore.parsing.image_ocr).
+PKGS=(sqlite3 tesseract-ocr tesseract-ocr-eng)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
