@@ -14,6 +14,8 @@ def cell_text(value: object) -> str:
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, float):
+        if math.isfinite(value):
+            value = float(f"{value:.15g}")  # Excel's display precision hides binary noise like 12.000000000000002
         if math.isfinite(value) and value.is_integer() and abs(value) < 1e16:
             return str(int(value))
         return repr(value)

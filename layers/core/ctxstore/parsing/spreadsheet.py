@@ -19,8 +19,8 @@ from .model import MAX_SHEET_CELLS, Budget, ParsedDocument, ParseError, TextSink
 
 Sheet = tuple[str, list[list[str]]]
 
-# A formula cell whose <f> is not followed by a cached <v>.
-_UNCACHED_FORMULA = re.compile(rb"(?:</f>|<f[^>]*/>)\s*(?:<is>.*?</is>\s*)?</c>", re.S)
+# A formula cell whose <f> is followed by no cached <v>, or an empty one (openpyxl writes <v></v>).
+_UNCACHED_FORMULA = re.compile(rb"(?:</f>|<f[^>]*/>)\s*(?:<v\s*/>|<v>\s*</v>)?\s*</c>")
 
 
 class _CellBudget:
