@@ -17,6 +17,11 @@ def options_from(settings: Settings) -> Options:
         byog_cluster_name=settings.byog_cluster_name,
         byog_read_timeout_ms=settings.byog_read_timeout_ms,
         byog_write_timeout_ms=settings.byog_write_timeout_ms,
+        allow_private_webhooks=settings.allow_private_webhooks,
+        webhook_timeout_s=settings.webhook_timeout_s,
+        webhook_max_attempts=settings.webhook_max_attempts,
+        webhook_retry_interval_s=settings.webhook_retry_interval_s,
+        webhook_retry_max_delay_s=settings.webhook_retry_max_delay_s,
     )
 
 
@@ -38,8 +43,19 @@ def build_local(settings: Settings) -> Container:
         options=options_from(settings),
     )
     c.closers.append(db.close)
+    _add_webhook_sender(c)
     _add_local_graph(c, settings)
     return c
+
+
+
+def _add_webhook_sender(c: Container) -> None:
+    """Outbound HTTP for webhook deliveries (httpx; no redirects, no proxies from the environment)."""
+    from ctxstore.adapters.local.httpx_sender import HttpxSender
+
+    sender = HttpxSender()
+    c.http_sender = sender
+    c.closers.append(sender.close)
 
 
 def _add_local_graph(c: Container, settings: Settings) -> None:

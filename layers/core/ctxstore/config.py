@@ -22,6 +22,10 @@ class Settings(BaseSettings):
     rate_limit_burst: int = 0
     query_rate_limit_per_minute: int = 0
     allow_private_webhooks: bool = False
+    webhook_timeout_s: float = 10.0  # CTXSTORE_WEBHOOK_TIMEOUT_S: per delivery attempt
+    webhook_max_attempts: int = 8  # CTXSTORE_WEBHOOK_MAX_ATTEMPTS: then permanently_failed
+    webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter
+    webhook_retry_max_delay_s: float = 3600.0
     byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000

@@ -9,10 +9,15 @@ from fastapi import APIRouter, FastAPI
 from ctxstore import API_VERSION
 from ctxstore.http import errors
 from ctxstore.http.middleware import ConventionsMiddleware
-from ctxstore.http.routers import byog, databases, health
+from ctxstore.http.routers import byog, databases, health, webhooks
 from ctxstore.services.registry import Services
 
-ALL_ROUTERS: tuple[APIRouter, ...] = (health.router, databases.router, byog.router)
+ALL_ROUTERS: tuple[APIRouter, ...] = (
+    health.router,
+    databases.router,
+    byog.router,
+    webhooks.router,
+)
 
 
 def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:

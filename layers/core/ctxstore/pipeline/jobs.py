@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 from ctxstore.pipeline.local_runner import QueueSpec
+from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job
+from ctxstore.services.container import Options
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.registry import Services
+from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
+
+
+def webhook_retry(o: Options) -> RetryPolicy:
+    """Exponential backoff with full jitter between delivery attempts, bounded by webhook_max_attempts."""
+    return RetryPolicy(
+        max_attempts=max(1, o.webhook_max_attempts),
+        interval_s=o.webhook_retry_interval_s,
+        backoff_rate=2.0,
+        max_delay_s=o.webhook_retry_max_delay_s,
+    )
+
+
+def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
+    def deliver(job: Job) -> None:
+        result = webhooks.deliver(job)
+        if result is not None and result.retry:
+            raise TransientError(result.error_message, code=result.error_code)
+
+    return QueueSpec(WEBHOOK_QUEUE, deliver, webhook_retry(o), lease_s=max(60.0, 3 * o.webhook_timeout_s),
+                     on_failure=webhooks.give_up)
 
 
 def queue_specs(svc: Services) -> list[QueueSpec]:
     def provision(job: Job) -> None:
         svc.databases.provision(job.org, str(job.payload["database"]))
 
-    return [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
+    specs = [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
+    if svc.webhooks is not None:
+        specs.append(webhook_spec(svc.webhooks, svc.container.options))
+    return specs

@@ -10,6 +10,7 @@ from ctxstore.ports.clock import Clock
 from ctxstore.ports.embedder import Embedder
 from ctxstore.ports.extractor import Extractor, MemoryInferrer
 from ctxstore.ports.graph import GraphStore
+from ctxstore.ports.http_sender import HttpSender
 from ctxstore.ports.records import RecordStore
 from ctxstore.ports.scheduler import Scheduler
 from ctxstore.ports.search_index import SearchIndex
@@ -32,6 +33,11 @@ class Options:
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
+    allow_private_webhooks: bool = False  # let webhooks target loopback/private addresses
+    webhook_timeout_s: float = 10.0
+    webhook_max_attempts: int = 8  # then a delivery is permanently_failed
+    webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter
+    webhook_retry_max_delay_s: float = 3600.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -51,6 +57,7 @@ class Container:
     workflow: WorkflowStarter | None = None  # starts ingestion (local queue or Step Functions)
     events: EventSink = field(default_factory=NullSink)  # webhooks replace it in build_services
     scheduler: Scheduler | None = None
+    http_sender: HttpSender | None = None  # outbound webhook delivery
     closers: list[Any] = field(default_factory=list)
 
     def close(self) -> None:

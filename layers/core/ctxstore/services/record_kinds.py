@@ -10,6 +10,8 @@ DATABASE = "database"  # org: pk "" sk database
 COLLECTION = "collection"  # org: pk database sk collection
 BYOG_DATABASE = "byog_database"  # org: pk "" sk database (BYOG databases, apart from core ones)
 PENDING_DB_WORK = "pending_db_work"  # system: pk "" sk "<org>\x1f<database>"; recovery after a crash
+WEBHOOK = "webhook"  # org: pk "" sk API key prefix (one indexing webhook per key)
+WEBHOOK_DELIVERY = "webhook_delivery"  # org: pk API key prefix sk delivery id (time-ordered)
 
 SEP = "\x1f"
 

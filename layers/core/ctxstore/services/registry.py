@@ -9,6 +9,7 @@ from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.keys import KeyService
 from ctxstore.services.rate_limit import RateLimiter
+from ctxstore.services.webhooks import WebhookService
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Services:
     databases: DatabaseService
     limiter: RateLimiter
     byog: ByogService | None = None
+    webhooks: WebhookService | None = None
 
 
 def build_services(c: Container) -> Services:
@@ -31,6 +33,13 @@ def build_services(c: Container) -> Services:
             ),
         }
     )
+    webhooks = WebhookService(c, c.http_sender)
+    c.events = webhooks  # before the services that emit: ingestion reports status changes through it
     return Services(
-        container=c, keys=KeyService(c), databases=DatabaseService(c), limiter=limiter, byog=ByogService(c)
+        container=c,
+        keys=KeyService(c),
+        databases=DatabaseService(c),
+        limiter=limiter,
+        byog=ByogService(c),
+        webhooks=webhooks,
     )
