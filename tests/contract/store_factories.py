@@ -35,3 +35,41 @@ def _fs_blobs(tmp: Path) -> tuple[Any, Callable[[], None]]:
 RECORD_STORES: dict[str, Factory] = {"sqlite": _sqlite_records}
 BLOB_STORES: dict[str, Factory] = {"fs": _fs_blobs}
 WORK_QUEUES: dict[str, Factory] = {"sqlite": _sqlite_queue}
+
+
+# ---- AWS adapters under moto (tests/aws/moto_env.py builds the tables and bucket from template.yaml) ----
+# One moto mock per tmp folder: a close followed by a reopen of the same folder sees the same data,
+# so test_survives_reopen runs for these backends too.
+
+
+def _moto(tmp: Path) -> tuple[Any, Callable[[], None]]:
+    from tests.aws.moto_env import MotoWorld
+
+    world = MotoWorld(tmp)
+    return world, world.open()
+
+
+def _dynamodb_records(tmp: Path) -> tuple[Any, Callable[[], None]]:
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+
+    world, close = _moto(tmp)
+    return DynamoDbRecordStore(world.names.records_table), close
+
+
+def _s3_blobs(tmp: Path) -> tuple[Any, Callable[[], None]]:
+    from ctxstore.adapters.aws.s3_blobs import S3BlobStore
+
+    world, close = _moto(tmp)
+    return S3BlobStore(world.names.bucket), close
+
+
+def _dynamodb_queue(tmp: Path) -> tuple[Any, Callable[[], None]]:
+    from ctxstore.adapters.aws.dynamodb_queue import DynamoDbWorkQueue
+
+    world, close = _moto(tmp)
+    return DynamoDbWorkQueue(world.names.jobs_table), close
+
+
+RECORD_STORES["dynamodb"] = _dynamodb_records
+BLOB_STORES["s3"] = _s3_blobs
+WORK_QUEUES["dynamodb"] = _dynamodb_queue

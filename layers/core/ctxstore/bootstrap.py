@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxstore.config import Settings
+from ctxstore.ports.workflow import WorkflowStarter
 from ctxstore.services.container import Container, Options
 
 
@@ -75,8 +76,39 @@ def _add_local_graph(c: Container, settings: Settings) -> None:
     c.closers.append(graph.close)
 
 
+def build_aws(settings: Settings) -> Container:
+    """The AWS backend: DynamoDB records and jobs, S3 blobs (names from CTXSTORE_* set by template.yaml).
+
+    Builds boto3 clients only (no network calls), so a Lambda can build it once per cold start.
+    """
+    from ctxstore.adapters.aws.dynamodb_queue import DynamoDbWorkQueue
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+    from ctxstore.adapters.aws.s3_blobs import S3BlobStore
+    from ctxstore.adapters.local.system_clock import SystemClock  # stdlib only; shared by both backends
+
+    return Container(
+        records=DynamoDbRecordStore(settings.records_table),
+        blobs=S3BlobStore(
+            settings.blob_bucket, sse=settings.blob_sse, kms_key_id=settings.blob_kms_key_id or None
+        ),
+        queue=DynamoDbWorkQueue(settings.jobs_table),
+        clock=SystemClock(),
+        options=options_from(settings),
+        workflow=build_aws_workflow(settings),
+    )
+
+
+def build_aws_workflow(settings: Settings) -> WorkflowStarter | None:
+    """The Step Functions starter for ingestion, once CTXSTORE_STATE_MACHINE_ARN is set."""
+    if not settings.state_machine_arn:
+        return None
+    from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter
+
+    return SfnWorkflowStarter(settings.state_machine_arn)
+
+
 def build_container(settings: Settings | None = None) -> Container:
     settings = settings or Settings()
     if settings.backend == "local":
         return build_local(settings)
-    raise RuntimeError("the aws backend is built by functions/*/app.py through ctxstore.bootstrap_aws")
+    return build_aws(settings)

@@ -30,3 +30,10 @@ class Settings(BaseSettings):
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
+    # AWS backend (CTXSTORE_BACKEND=aws): resource names, set by template.yaml on every function.
+    records_table: str = ""  # CTXSTORE_RECORDS_TABLE: DynamoDB table of records
+    jobs_table: str = ""  # CTXSTORE_JOBS_TABLE: DynamoDB table of queued jobs
+    blob_bucket: str = ""  # CTXSTORE_BLOB_BUCKET: S3 bucket of uploads
+    blob_sse: str = "AES256"  # CTXSTORE_BLOB_SSE: AES256 or aws:kms
+    blob_kms_key_id: str = ""  # CTXSTORE_BLOB_KMS_KEY_ID: with aws:kms; empty = the bucket's default key
+    state_machine_arn: str = ""  # CTXSTORE_STATE_MACHINE_ARN: ingestion workflow (Step Functions)

