@@ -96,3 +96,14 @@ def test_dead_letters_are_listed_with_their_error(world: MotoWorld) -> None:
     q.fail(job, error="E6001: gave up")
     assert q.dead("q") == [("j1", "E6001: gave up")]
     assert q.pending("q") == 0
+
+
+def test_presigned_url_sets_download_name_and_type(world: MotoWorld) -> None:
+    blobs = S3BlobStore(world.names.bucket)
+    blobs.put("o1", "db/c/item/original", b"%PDF-1.7")
+    url = blobs.presigned_url("o1", "db/c/item/original", expires_in=120, filename="rép ort.pdf",
+                              content_type="application/pdf")
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
+    assert query["response-content-type"] == ["application/pdf"]
+    assert query["response-content-disposition"] == ["attachment; filename*=UTF-8''r%C3%A9p%20ort.pdf"]
+    assert query["X-Amz-Expires"] == ["120"]

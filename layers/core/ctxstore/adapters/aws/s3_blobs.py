@@ -9,6 +9,7 @@ HeadObject first, since S3's DeleteObject answers the same either way.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
@@ -121,13 +122,18 @@ class S3BlobStore:
                 return removed
             token = resp.get("NextContinuationToken")
 
+    def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
+        """A SigV4 presigned GET URL; S3 answers it with this filename and content type. No network call."""
+        params: dict[str, Any] = {"Bucket": self._bucket, "Key": self._key(org, key)}
+        if filename:
+            params["ResponseContentDisposition"] = f"attachment; filename*=UTF-8''{quote(filename, safe='')}"
+        if content_type:
+            params["ResponseContentType"] = content_type
+        url: str = self._s3.generate_presigned_url("get_object", Params=params, ExpiresIn=int(expires_in))
+        return url
+
     def presigned_get_url(self, org: str, key: str, expires_in: int = 900) -> str:
-        """A time-limited HTTPS GET URL for one blob (``inspect`` in url mode); raises BlobNotFound."""
+        """A time-limited HTTPS GET URL for one existing blob (``inspect`` in url mode); raises BlobNotFound."""
         if not self.exists(org, key):
             raise BlobNotFound(key)
-        url: str = self._s3.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self._bucket, "Key": self._key(org, key)},
-            ExpiresIn=int(expires_in),
-        )
-        return url
+        return self.presigned_url(org, key, expires_in=expires_in, filename="", content_type="")
