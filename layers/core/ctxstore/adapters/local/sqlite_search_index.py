@@ -90,6 +90,45 @@ CREATE TABLE IF NOT EXISTS databases (
 """
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Lucene's English stop set. Dropped from "or" queries only (unless nothing else is left): under bm25 they
+# add almost nothing to the ranking but make FTS5 score nearly every row.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
@@ -126,7 +165,7 @@ def fts_expression(query: str, operator: str) -> str | None:
     elif operator == "and":
         body = " AND ".join(f'"{t}"' for t in terms)
     elif operator == "or":
-        body = " OR ".join(f'"{t}"' for t in terms)
+        body = " OR ".join(f'"{t}"' for t in ([t for t in terms if t not in STOPWORDS] or terms))
     else:
         raise ValueError(f"unknown keyword operator {operator!r}; use 'or', 'and' or 'phrase'")
     return "{title text} : (" + body + ")"
@@ -147,6 +186,23 @@ def _filter_values(value: Any) -> list[Any]:
         if isinstance(v, dict | list | tuple):
             raise ValueError("metadata filter values must be scalars or lists of scalars")
     return values
+
+
+_BLAS_MIN_ROWS = 50_000
+
+
+def _scores(mat: Vector, query: Vector) -> Vector:
+    """Dot products of every row with the query.
+
+    Multi-threaded BLAS gemv costs a fixed 6-9 ms here when its worker threads have gone idle between
+    queries (measured on 2 cores), far more than the product itself below ~50k rows; einsum stays
+    single-threaded (5k x 384: ~0.5 ms, 20k: ~2 ms). Past that BLAS wins (100k: ~17 ms vs ~27 ms).
+    """
+    if mat.shape[0] < _BLAS_MIN_ROWS:
+        small: Vector = np.einsum("ij,j->i", mat, query)
+        return small
+    large: Vector = np.dot(mat, query)
+    return large
 
 
 @dataclass
@@ -339,10 +395,22 @@ class SqliteSearchIndex:
                         " source_type, metadata, additional_metadata, created_at, position, dim, vector)"
                         " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                         (
-                            org, c.database, c.collection, c.store, c.item_id, c.chunk_id, c.title, c.text, scope,
-                            c.source_type, json.dumps(c.metadata, separators=(",", ":")),
+                            org,
+                            c.database,
+                            c.collection,
+                            c.store,
+                            c.item_id,
+                            c.chunk_id,
+                            c.title,
+                            c.text,
+                            scope,
+                            c.source_type,
+                            json.dumps(c.metadata, separators=(",", ":")),
                             json.dumps(c.additional_metadata, separators=(",", ":")),
-                            c.created_at, c.position, dim, blob,
+                            c.created_at,
+                            c.position,
+                            dim,
+                            blob,
                         ),
                     ).fetchone()
                     key = (org, c.database, c.store)
@@ -397,9 +465,7 @@ class SqliteSearchIndex:
                 params.extend(sub)
         return "".join(f" AND {c}" for c in clauses)
 
-    def keyword_search(
-        self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or"
-    ) -> list[Hit]:
+    def keyword_search(self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or") -> list[Hit]:
         body = fts_expression(query, operator)
         if body is None or limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
@@ -410,6 +476,17 @@ class SqliteSearchIndex:
         else:
             tokens = f'"{_store_token(org, flt.database, flt.store)}"'
         match = f"scope : ({tokens}) AND {body}"
+        if flt.item_ids is None and not flt.metadata and not flt.additional_metadata:
+            # The scope tokens already restrict to org/database/store/collections: rank inside FTS5 and
+            # join only the top rows (the outer conditions just re-check them).
+            rows = self._db.conn.execute(
+                "SELECT c.chunk_id, c.item_id, c.collection, t.rank FROM"
+                " (SELECT rowid AS id, bm25(chunks_fts, 0.0, ?, ?) AS rank FROM chunks_fts"
+                "  WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS t"
+                " JOIN chunks AS c ON c.id = t.id WHERE c.org=? AND c.database=? AND c.store=? ORDER BY t.rank",
+                (TITLE_WEIGHT, TEXT_WEIGHT, match, limit, org, flt.database, flt.store),
+            ).fetchall()
+            return [Hit(chunk_id=r[0], item_id=r[1], collection=r[2], score=-float(r[3])) for r in rows]
         params: list[Any] = [TITLE_WEIGHT, TEXT_WEIGHT, match, org, flt.database, flt.store]
         extra = self._filter_sql(flt, params)
         params.append(limit)
@@ -477,9 +554,7 @@ class SqliteSearchIndex:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def vector_search(
-        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int
-    ) -> list[Hit]:
+    def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
         if limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
         cache = self._scope((org, flt.database, flt.store))
@@ -501,7 +576,7 @@ class SqliteSearchIndex:
         candidates = np.flatnonzero(mask)
         if candidates.size == 0:
             return []
-        scores = mat @ query if candidates.size == n else mat[candidates] @ query
+        scores = _scores(mat if candidates.size == n else mat[candidates], query)
         k = min(limit * 2 + 8, scores.size)  # spare rows for ones deleted since the snapshot
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -522,34 +597,46 @@ class SqliteSearchIndex:
                     break
         return hits
 
+    _CHUNK_COLUMNS = (
+        "chunk_id, item_id, database, collection, store, text, vector, title, source_type,"
+        " created_at, metadata, additional_metadata, position"
+    )
+
+    @staticmethod
+    def _chunk_doc(r: Sequence[Any]) -> ChunkDoc:
+        return ChunkDoc(
+            chunk_id=r[0],
+            item_id=r[1],
+            database=r[2],
+            collection=r[3],
+            store=cast(Store, r[4]),
+            text=r[5],
+            vector=None if r[6] is None else np.frombuffer(r[6], dtype="<f4").astype(np.float32),
+            title=r[7],
+            source_type=r[8],
+            created_at=float(r[9]),
+            metadata=json.loads(r[10]),
+            additional_metadata=json.loads(r[11]),
+            position=int(r[12]),
+        )
+
     def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]:
         if not chunk_ids:
             return []
         rows = self._db.conn.execute(
-            "SELECT chunk_id, item_id, database, collection, store, text, vector, title, source_type,"
-            " created_at, metadata, additional_metadata, position FROM chunks"
-            " WHERE org=? AND chunk_id IN (SELECT value FROM json_each(?))",
+            f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE org=? AND chunk_id IN (SELECT value FROM json_each(?))",
             (org, json.dumps(list(chunk_ids))),
         ).fetchall()
-        by_id = {
-            r[0]: ChunkDoc(
-                chunk_id=r[0],
-                item_id=r[1],
-                database=r[2],
-                collection=r[3],
-                store=cast(Store, r[4]),
-                text=r[5],
-                vector=None if r[6] is None else np.frombuffer(r[6], dtype="<f4").astype(np.float32),
-                title=r[7],
-                source_type=r[8],
-                created_at=float(r[9]),
-                metadata=json.loads(r[10]),
-                additional_metadata=json.loads(r[11]),
-                position=int(r[12]),
-            )
-            for r in rows
-        }
+        by_id = {r[0]: self._chunk_doc(r) for r in rows}
         return [by_id[c] for c in dict.fromkeys(chunk_ids) if c in by_id]
+
+    def item_chunks(self, org: str, database: str, collection: str, store: Store, item_id: str) -> list[ChunkDoc]:
+        rows = self._db.conn.execute(
+            f"SELECT {self._CHUNK_COLUMNS} FROM chunks"
+            " WHERE org=? AND database=? AND collection=? AND store=? AND item_id=? ORDER BY position",
+            (org, database, collection, store, item_id),
+        ).fetchall()
+        return [self._chunk_doc(r) for r in rows]
 
     def count(self, org: str, database: str, store: Store) -> int:
         (n,) = self._db.conn.execute(
