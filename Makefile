@@ -15,7 +15,7 @@ serve: setup
 	$(UV) run ctxstore serve $(ARGS)
 
 lint: setup
-	$(UV) run ruff check layers tests functions bench
+	$(UV) run ruff check .
 
 typecheck: setup
 	$(UV) run mypy
@@ -24,7 +24,7 @@ importlint: setup
 	$(UV) run lint-imports
 
 test: setup
-	$(UV) run ruff check layers tests functions bench
+	$(UV) run ruff check .
 	$(UV) run mypy
 	$(UV) run lint-imports
 	$(UV) run pytest -q $(PYTEST_ARGS)

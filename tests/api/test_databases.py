@@ -206,3 +206,13 @@ def test_legacy_schema_field_name(local: LocalApp) -> None:
     assert [d["deprecated_field"] for d in r.json()["meta"]["deprecation"]] == ["tenant_metadata_schema"]
     fields = local.client.get("/databases/acme/metadata-schema", headers=local.headers()).json()["data"]
     assert [f["name"] for f in fields["database_metadata_schema"]] == ["region"]
+
+
+def test_deleting_a_database_leaves_similarly_named_ones_alone(local: LocalApp) -> None:
+    principal = local.services.keys.authenticate(local.key)
+    for name in ("db1", "db10"):
+        local.create_ready_database(name)
+        local.services.databases.note_collection(principal, name, "team")
+    local.client.delete("/databases", params={"database": "db1"}, headers=local.headers())
+    cols = local.client.get("/databases/collections", params={"database": "db10"}, headers=local.headers())
+    assert cols.json()["data"]["collections"] == ["team"]

@@ -94,3 +94,16 @@ def test_survives_reopen(tmp_path: Path) -> None:
         [job] = q2.claim("q", lease_s=30)
         assert job.payload == {"x": 1}
         close2()
+
+
+def test_local_queue_releases_leases_of_a_dead_server(tmp_path: Path) -> None:
+    from ctxstore.adapters.local.sqlite_db import SqliteDb
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+
+    q = SqliteWorkQueue(SqliteDb(tmp_path / "q.db"))
+    q.enqueue("o", "q", "j", {})
+    q.claim("q", lease_s=600)
+    assert q.claim("q", lease_s=600) == []
+    assert q.release_leases() == 1
+    [job] = q.claim("q", lease_s=600)
+    assert job.attempts == 2

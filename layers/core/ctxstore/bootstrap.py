@@ -27,7 +27,7 @@ def options_from(settings: Settings) -> Options:
 
 
 def build_local(settings: Settings) -> Container:
-    from ctxstore.adapters.local.fs_blobs import FsBlobStore
+    from ctxstore.adapters.local.fs_blobs import FsBlobStore, load_signing_key
     from ctxstore.adapters.local.sqlite_db import SqliteDb
     from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
     from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
@@ -38,15 +38,31 @@ def build_local(settings: Settings) -> Container:
     db = SqliteDb(data / "records.db", busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     c = Container(
         records=SqliteRecordStore(db),
-        blobs=FsBlobStore(data / "blobs"),
+        blobs=FsBlobStore(data / "blobs", signing_key=load_signing_key(data / "url_signing.key")),
         queue=SqliteWorkQueue(db),
         clock=SystemClock(),
         options=options_from(settings),
     )
     c.closers.append(db.close)
     _add_webhook_sender(c)
+    _add_local_search(c, settings)
     _add_local_graph(c, settings)
     return c
+
+
+def _add_local_search(c: Container, settings: Settings) -> None:
+    """Ingestion on the local queue; chunks in data_dir/search.db; the embedding model from its package."""
+    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder
+    from ctxstore.adapters.local.queue_workflow import QueueWorkflowStarter
+    from ctxstore.adapters.local.rule_inferrer import RuleInferrer
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+
+    c.workflow = QueueWorkflowStarter(c.queue)
+    index = SqliteSearchIndex(settings.data_dir / "search.db")
+    c.search_index = index
+    c.embedder = CachedEmbedder(LocalEmbedder())
+    c.inferrer = RuleInferrer()
+    c.closers.append(index.close)
 
 
 
@@ -74,6 +90,13 @@ def _add_local_graph(c: Container, settings: Settings) -> None:
     c.graph = graph
     c.closers.append(engine.stop)
     c.closers.append(graph.close)
+
+
+def recover_local(c: Container) -> int:
+    """Start-up recovery for `ctxstore serve`: hand out again the jobs a killed server was holding."""
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+
+    return c.queue.release_leases() if isinstance(c.queue, SqliteWorkQueue) else 0
 
 
 def build_aws(settings: Settings) -> Container:

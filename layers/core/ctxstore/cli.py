@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from ctxstore.bootstrap import build_container
+from ctxstore.bootstrap import build_container, recover_local
 from ctxstore.config import Settings
 from ctxstore.domain.api_keys import parse_duration
 from ctxstore.services.registry import build_services
@@ -58,6 +58,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if first_key:
         print("ctxstore: created organisation 'default'. Its API key, shown only this once:", flush=True)
         print(first_key, flush=True)
+    released = recover_local(container)
+    if released:
+        logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
     runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
     runner.start()

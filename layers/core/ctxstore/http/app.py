@@ -9,12 +9,15 @@ from fastapi import APIRouter, FastAPI
 from ctxstore import API_VERSION
 from ctxstore.http import errors
 from ctxstore.http.middleware import ConventionsMiddleware
-from ctxstore.http.routers import byog, databases, health, webhooks
+from ctxstore.http.routers import byog, context_ingest, context_items, databases, health, signed_blobs, webhooks
 from ctxstore.services.registry import Services
 
 ALL_ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     databases.router,
+    context_ingest.router,
+    context_items.router,
+    signed_blobs.router,
     byog.router,
     webhooks.router,
 )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job
+from ctxstore.ports.workflow import INGEST_QUEUE
 from ctxstore.services.container import Options
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
+
+# The same numbers as the Retry block of statemachines/ingest.asl.json (E6001 path).
+INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max_delay_s=30.0)
 
 
 def webhook_retry(o: Options) -> RetryPolicy:
@@ -27,15 +32,22 @@ def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
         if result is not None and result.retry:
             raise TransientError(result.error_message, code=result.error_code)
 
-    return QueueSpec(WEBHOOK_QUEUE, deliver, webhook_retry(o), lease_s=max(60.0, 3 * o.webhook_timeout_s),
-                     on_failure=webhooks.give_up)
+    return QueueSpec(
+        WEBHOOK_QUEUE,
+        deliver,
+        webhook_retry(o),
+        lease_s=max(60.0, 3 * o.webhook_timeout_s),
+        on_failure=webhooks.give_up,
+    )
 
 
-def queue_specs(svc: Services) -> list[QueueSpec]:
+def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> list[QueueSpec]:
     def provision(job: Job) -> None:
         svc.databases.provision(job.org, str(job.payload["database"]))
 
     specs = [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
+    pipeline = IngestPipeline(svc.container, svc.items)
+    specs.append(QueueSpec(INGEST_QUEUE, pipeline.handle, ingest_retry, lease_s=600, on_failure=pipeline.on_give_up))
     if svc.webhooks is not None:
         specs.append(webhook_spec(svc.webhooks, svc.container.options))
     return specs

@@ -25,3 +25,7 @@ class BlobStore(Protocol):
     def size(self, org: str, key: str) -> int:
         """Raises BlobNotFound."""
         ...
+
+    def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
+        """A time-limited download URL (absolute, or a path on this server for the local backend)."""
+        ...

@@ -41,6 +41,6 @@ class Extractor(Protocol):
 class MemoryInferrer(Protocol):
     """For memories ingested with infer=true: what the user prefers or states about themselves."""
 
-    def infer_memories(self, texts: Sequence[str]) -> list[str]:
-        """Preferences and facts stated by the user, each as a standalone sentence."""
+    def infer_memories(self, texts: Sequence[str], user_name: str | None = None) -> list[str]:
+        """Preferences and facts stated by the user, each as a standalone third-person sentence."""
         ...

@@ -11,6 +11,7 @@ from ctxstore.domain.scopes import DEFAULT_COLLECTION, validate_collection_name,
 from ctxstore.ports.records import ConditionFailed, Delete, Put, Record
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.container import Container
+from ctxstore.services.items import GRAPH_PAYLOAD, ITEM
 from ctxstore.services.principal import Principal
 
 PROVISION_QUEUE = "databases"
@@ -208,6 +209,10 @@ class DatabaseService:
         col = validate_collection_name(collection)
         for purge in self._purgers:
             purge(principal.org, database, col)
+        if self._c.search_index is not None:
+            self._c.search_index.delete_scope(principal.org, database, col)
+        for kind in (ITEM, GRAPH_PAYLOAD):
+            self._c.records.delete_partitions(principal.org, kind, f"{database}{rk.SEP}{col}{rk.SEP}")
         self._c.blobs.delete_prefix(principal.org, rk.blob_scope_prefix(database, col))
         self._c.records.delete(principal.org, rk.COLLECTION, database, col)
         return {
@@ -241,7 +246,14 @@ class DatabaseService:
         if self._c.search_index is not None:
             self._c.search_index.delete_scope(org, database, None)
         self._c.blobs.delete_prefix(org, f"{database}/")
-        self._c.records.delete_partitions(org, rk.COLLECTION, database)
+        # Item partitions are "<database>SEP…", so the separator keeps "db1" from matching "db10".
+        for kind in (ITEM, GRAPH_PAYLOAD):
+            self._c.records.delete_partitions(org, kind, f"{database}{rk.SEP}")
+        while True:  # collection records live in the partition named exactly after the database
+            page = self._c.records.query(org, rk.COLLECTION, database, limit=500)
+            if not page.records:
+                break
+            self._c.records.transact(org, [Delete(rk.COLLECTION, database, r.sk) for r in page.records])
         self._c.records.transact(org, [Delete(rk.DATABASE, "", database)])
         self._c.records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 

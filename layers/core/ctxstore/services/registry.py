@@ -7,8 +7,12 @@ from dataclasses import dataclass
 from ctxstore.services.byog import ByogService
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
+from ctxstore.services.ingest import IngestService
+from ctxstore.services.items import ItemService
 from ctxstore.services.keys import KeyService
 from ctxstore.services.rate_limit import RateLimiter
+from ctxstore.services.sources import SourceService
+from ctxstore.services.status import StatusService
 from ctxstore.services.webhooks import WebhookService
 
 
@@ -18,6 +22,10 @@ class Services:
     keys: KeyService
     databases: DatabaseService
     limiter: RateLimiter
+    items: ItemService
+    ingest: IngestService
+    status: StatusService
+    sources: SourceService
     byog: ByogService | None = None
     webhooks: WebhookService | None = None
 
@@ -35,11 +43,17 @@ def build_services(c: Container) -> Services:
     )
     webhooks = WebhookService(c, c.http_sender)
     c.events = webhooks  # before the services that emit: ingestion reports status changes through it
+    databases = DatabaseService(c)
+    items = ItemService(c)
     return Services(
         container=c,
         keys=KeyService(c),
-        databases=DatabaseService(c),
+        databases=databases,
         limiter=limiter,
         byog=ByogService(c),
+        items=items,
+        ingest=IngestService(c, databases, items),
+        status=StatusService(databases, items),
+        sources=SourceService(c, databases, items),
         webhooks=webhooks,
     )

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
+import hmac
+import json
 import os
+import secrets
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,10 +26,52 @@ def _segment(seg: str) -> str:
     return enc
 
 
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def load_signing_key(path: Path) -> bytes:
+    """The server's secret for signed download links, created once (mode 0600) in the data dir."""
+    if path.exists():
+        return path.read_bytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
 class FsBlobStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, signing_key: bytes | None = None) -> None:
         self._root = root
         root.mkdir(parents=True, exist_ok=True)
+        self._signing_key = signing_key or secrets.token_bytes(32)
+
+    def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
+        """A path on this server, `/blobs/<token>`, valid for expires_in seconds."""
+        grant = {"o": org, "k": key, "e": int(time.time()) + expires_in, "f": filename, "t": content_type}
+        body = _b64(json.dumps(grant, separators=(",", ":")).encode())
+        sig = _b64(hmac.new(self._signing_key, body.encode(), hashlib.sha256).digest())
+        return f"/blobs/{body}.{sig}"
+
+    def verify_presigned(self, token: str, *, now: float) -> tuple[str, str, str, str] | None:
+        """(org, key, filename, content_type) of a valid, unexpired token; None otherwise."""
+        body, _, sig = token.partition(".")
+        expected = _b64(hmac.new(self._signing_key, body.encode(), hashlib.sha256).digest())
+        if not sig or not hmac.compare_digest(sig, expected):
+            return None
+        try:
+            grant = json.loads(_unb64(body))
+        except ValueError:
+            return None
+        if float(grant["e"]) < now:
+            return None
+        return str(grant["o"]), str(grant["k"]), str(grant["f"]), str(grant["t"])
 
     def _path(self, org: str, key: str) -> Path:
         return self._root.joinpath(_segment(org), *(_segment(s) for s in key.split("/")))

@@ -88,6 +88,13 @@ class SqliteWorkQueue:
                 (error[:2000], job.queue, job.job_id, job.lease_token),
             )
 
+    def release_leases(self) -> int:
+        """At server start: every lease belongs to a process that is gone (one server per data dir)."""
+        with self._db.write() as conn:
+            cur = conn.execute("UPDATE jobs SET state='ready', run_at=?, lease_token=NULL WHERE state='leased'",
+                               (time.time(),))
+            return cur.rowcount
+
     def pending(self, queue: str) -> int:
         row = self._db.conn.execute(
             "SELECT COUNT(*) FROM jobs WHERE queue=? AND state IN ('ready','leased')", (queue,)

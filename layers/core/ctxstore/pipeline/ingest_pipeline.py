@@ -1,0 +1,213 @@
+"""The ingestion of one item: parse -> chunk -> embed -> index -> graph -> completed.
+
+Each step is idempotent for a given item version, so a retried or duplicated
+job converges to the same state. Status moves queued -> processing ->
+graph_creation (searchable from here) -> completed; errors end in errored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ctxstore.domain.chunking import Chunk, chunk_id, chunk_markdown
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.parsing import ParseError, parse_document
+from ctxstore.pipeline.retry_policy import TransientError
+from ctxstore.ports.blobs import BlobNotFound
+from ctxstore.ports.search_index import ChunkDoc
+from ctxstore.ports.work_queue import Job
+from ctxstore.services.container import Container
+from ctxstore.services.items import (
+    COMPLETED,
+    ERRORED,
+    GRAPH_CREATION,
+    PROCESSING,
+    TERMINAL,
+    ItemRef,
+    ItemService,
+)
+
+log = logging.getLogger("ctxstore.ingest")
+
+PARSE_FAILED = "E3001"
+STORAGE_ERROR = "E6001"
+INFERRED_PREFIX = "Inferred from conversation: "
+
+GraphStep = Callable[[str, ItemRef, dict[str, Any], list[Chunk]], int]
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    chunk_size: int = 1200
+    chunk_overlap: int = 150
+    embed_batch: int = 64
+
+
+class StaleJob(Exception):
+    """A newer ingest of the same item replaced this one; stop quietly."""
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        c: Container,
+        items: ItemService,
+        *,
+        config: PipelineConfig | None = None,
+        graph_step: GraphStep | None = None,
+    ) -> None:
+        self._c = c
+        self._items = items
+        self._cfg = config or PipelineConfig()
+        self._graph_step = graph_step
+
+    # ---- entry points ----------------------------------------------------------------------
+    def handle(self, job: Job) -> None:
+        """Local runner handler. Raises TransientError for the runner to retry."""
+        ref = ItemRef.from_json(job.payload["ref"])
+        version = str(job.payload["version"])
+        try:
+            self.run(job.org, ref, version, attempt=job.attempts)
+        except StaleJob:
+            return
+        except StoreUnavailable as exc:
+            raise TransientError(str(exc)) from exc
+
+    def on_give_up(self, job: Job, error: str) -> None:
+        """After the last retry: the item ends in errored with the storage code."""
+        ref = ItemRef.from_json(job.payload["ref"])
+        self._items.set_status(
+            job.org, ref, str(job.payload["version"]), ERRORED, error_code=STORAGE_ERROR, error_message=error[:500]
+        )
+
+    def run(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> None:
+        record = self._load(org, ref, version, attempt)
+        if record["status"] in TERMINAL:
+            return  # a duplicate delivery of a finished job
+        self._set(org, ref, version, PROCESSING)
+        try:
+            text = self.parse(org, record)
+        except ParseError as exc:
+            self._set(org, ref, version, ERRORED, error_code=exc.code or PARSE_FAILED, error_message=str(exc))
+            return
+        chunks = self.chunk(ref, record, text)
+        docs = self.embed(org, ref, record, chunks)
+        self.index(org, ref, docs)
+        try:
+            self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
+        except StaleJob:
+            if self._items.get(org, ref) is None:  # deleted while we indexed: leave no orphan chunks
+                self._c.search_index.delete_item(
+                    org,
+                    ref.database,
+                    ref.collection,  # type: ignore[union-attr]
+                    ref.store,
+                    ref.item_id,
+                )  # type: ignore[arg-type]
+            raise
+        relations = self._graph_step(org, ref, record, chunks) if self._graph_step else 0
+        self._set(org, ref, version, COMPLETED, extra={"relations_created": relations})
+
+    # ---- steps -----------------------------------------------------------------------------
+    def parse(self, org: str, record: dict[str, Any]) -> str:
+        try:
+            data = self._c.blobs.get(org, str(record["blob_key"]))
+        except BlobNotFound:
+            raise StaleJob() from None  # replaced by a newer version whose upload removed ours
+        if record["source_type"] == "file":
+            return parse_document(str(record["title"]), data, str(record["ext"])).text
+        body = json.loads(data)
+        if body.get("pairs"):
+            speaker = body.get("user_name") or "User"
+            turns = [f"{speaker}: {p['user']}\nAssistant: {p['assistant']}".strip() for p in body["pairs"]]
+            text = "\n\n".join(turns)
+        else:
+            text = str(body.get("text") or "")
+        title = str(record.get("title") or "")
+        return f"# {title}\n\n{text}" if title and record["source_type"] == "app" else text
+
+    def chunk(self, ref: ItemRef, record: dict[str, Any], text: str) -> list[Chunk]:
+        scope = ref.pk
+        chunks = chunk_markdown(
+            ref.item_id, text, size=self._cfg.chunk_size, overlap=self._cfg.chunk_overlap, scope=scope
+        )
+        if record.get("infer") and self._c.inferrer is not None:
+            inferred = self._c.inferrer.infer_memories([text], record.get("user_name"))
+            base = len(chunks)
+            chunks += [
+                Chunk(
+                    chunk_id(ref.item_id, base + i, INFERRED_PREFIX + s, scope),
+                    base + i,
+                    INFERRED_PREFIX + s,
+                    "inferred",
+                )
+                for i, s in enumerate(inferred)
+            ]
+        return chunks
+
+    def embed(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> list[ChunkDoc]:
+        idx = self._c.search_index
+        embedder = self._c.embedder
+        if idx is None or embedder is None:
+            raise TransientError("search index or embedder not configured")
+        known = {d.chunk_id: d.vector for d in idx.get_chunks(org, [c.id for c in chunks]) if d.vector is not None}
+        title = str(record.get("title") or "")
+        todo = [c for c in chunks if c.id not in known]
+        for start in range(0, len(todo), self._cfg.embed_batch):
+            batch = todo[start : start + self._cfg.embed_batch]
+            vectors = embedder.embed_documents([f"{title}\n{c.text}" if title else c.text for c in batch])
+            for c, v in zip(batch, vectors, strict=True):
+                known[c.id] = v
+        md = dict(record.get("metadata") or {})
+        amd = dict(record.get("additional_metadata") or {})
+        if any(c.heading == "inferred" for c in chunks):
+            amd.setdefault("inferred_available", True)
+        return [
+            ChunkDoc(
+                chunk_id=c.id,
+                item_id=ref.item_id,
+                database=ref.database,
+                collection=ref.collection,
+                store=ref.store,  # type: ignore[arg-type]
+                text=c.text,
+                vector=known[c.id],
+                title=title,
+                source_type=str(record.get("source_type") or ""),
+                created_at=float(record.get("timestamp") or record.get("created_at") or 0.0),
+                metadata=md,
+                additional_metadata=amd,
+                position=c.position,
+            )
+            for c in chunks
+        ]
+
+    def index(self, org: str, ref: ItemRef, docs: list[ChunkDoc]) -> None:
+        idx = self._c.search_index
+        assert idx is not None
+        idx.delete_item(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
+        if docs:
+            idx.upsert(org, docs)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _load(self, org: str, ref: ItemRef, version: str, attempt: int) -> dict[str, Any]:
+        rec = self._items.get(org, ref)
+        if rec is None:
+            # The accept step writes the record right after starting the job; past the first retry a
+            # missing record means the item was deleted (or its accept never finished).
+            if attempt >= 3:
+                raise StaleJob()
+            raise TransientError("item record not visible yet")
+        current = str(rec.data.get("version"))
+        if current > version:
+            raise StaleJob()
+        if current < version:
+            raise TransientError("item record not updated yet")
+        return rec.data
+
+    def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
+        if not self._items.set_status(org, ref, version, status, **kw):
+            raise StaleJob()
