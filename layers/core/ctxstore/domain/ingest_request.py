@@ -170,6 +170,10 @@ def _capped(value: dict[str, Any], where: str, cap: int) -> dict[str, Any]:
     return value
 
 
+def _meta(value: object, where: str, cap: int) -> dict[str, Any]:
+    return _capped(_obj(value, where), where, cap)
+
+
 def _relations(value: object, where: str) -> list[str]:
     if value is None:
         return []
@@ -264,11 +268,9 @@ def _documents(uploads: list[Upload], raw_meta: str | None, classify: Any) -> li
             store="knowledge",
             source_type="file",
             title=name,
-            metadata=_capped(_obj(meta.get("metadata"), f"{where}.metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
-            additional_metadata=_capped(
-                _obj(meta.get("additional_metadata"), f"{where}.additional_metadata"),
-                f"{where}.additional_metadata",
-                ADDITIONAL_METADATA_CAP_BYTES,
+            metadata=_meta(meta.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
+            additional_metadata=_meta(
+                meta.get("additional_metadata"), f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES
             ),
             relations=_relations(meta.get("relations"), where),
             upload=up,
@@ -319,12 +321,8 @@ def _app_items(raw: str | None, database: str, collection: str) -> list[ItemSpec
                 app_type=_opt_str(item.get("type"), f"{where}.type"),
                 provider=_opt_str(item.get("provider"), f"{where}.provider"),
                 external_id=_opt_str(item.get("external_id"), f"{where}.external_id"),
-                metadata=_capped(_obj(metadata, f"{where}.metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
-                additional_metadata=_capped(
-                    _obj(additional, f"{where}.additional_metadata"),
-                    f"{where}.additional_metadata",
-                    ADDITIONAL_METADATA_CAP_BYTES,
-                ),
+                metadata=_meta(metadata, f"{where}.metadata", METADATA_CAP_BYTES),
+                additional_metadata=_meta(additional, f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES),
                 relations=_relations(item.get("relations"), where),
                 links=_links(item.get("relates_to"), where),
                 thread_id=_opt_str(item.get("thread_id"), f"{where}.thread_id"),
@@ -379,13 +377,9 @@ def _memories(raw: str | None) -> list[ItemSpec]:
                 else None,
                 infer=infer,
                 user_name=_opt_str(item.get("user_name"), f"{where}.user_name"),
-                metadata=_capped(
-                    _obj(item.get("metadata"), f"{where}.metadata"), f"{where}.metadata", METADATA_CAP_BYTES
-                ),
-                additional_metadata=_capped(
-                    _obj(item.get("additional_metadata"), f"{where}.additional_metadata"),
-                    f"{where}.additional_metadata",
-                    ADDITIONAL_METADATA_CAP_BYTES,
+                metadata=_meta(item.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
+                additional_metadata=_meta(
+                    item.get("additional_metadata"), f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES
                 ),
                 relations=_relations(item.get("relations"), where),
                 timestamp=_timestamp(item.get("timestamp"), where),
