@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -283,16 +284,22 @@ def _documents(uploads: list[Upload], raw_meta: str | None, classify: Any) -> li
     return items
 
 
+def _objects(values: list[Any], name: str, allowed: frozenset[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, item) for each element of a JSON array of objects whose keys are a closed set."""
+    for i, item in enumerate(values):
+        where = f"{name}[{i}]"
+        if not isinstance(item, dict):
+            raise _bad(f"{where} must be an object")
+        unknown = sorted(set(item) - allowed)
+        if unknown:
+            raise _bad(f"{where}: unknown key '{unknown[0]}'")
+        yield where, item
+
+
 def _app_items(raw: str | None, database: str, collection: str) -> list[ItemSpec]:
     values = _json_field(raw, "app_knowledge", list) or []
     items: list[ItemSpec] = []
-    for i, item in enumerate(values):
-        where = f"app_knowledge[{i}]"
-        if not isinstance(item, dict):
-            raise _bad(f"{where} must be an object")
-        unknown = sorted(set(item) - APP_KEYS)
-        if unknown:
-            raise _bad(f"{where}: unknown key '{unknown[0]}'")
+    for where, item in _objects(values, "app_knowledge", APP_KEYS):
         for key, expected in (
             ("database", database),
             ("tenant_id", database),
@@ -338,13 +345,7 @@ def _memories(raw: str | None) -> list[ItemSpec]:
     if not values:
         raise _bad("'memories' is required and must be a non-empty JSON array when type=memory")
     items: list[ItemSpec] = []
-    for i, item in enumerate(values):
-        where = f"memories[{i}]"
-        if not isinstance(item, dict):
-            raise _bad(f"{where} must be an object")
-        unknown = sorted(set(item) - MEMORY_KEYS)
-        if unknown:
-            raise _bad(f"{where}: unknown key '{unknown[0]}'")
+    for where, item in _objects(values, "memories", MEMORY_KEYS):
         text = item.get("text")
         pairs = item.get("user_assistant_pairs")
         if text is not None and not isinstance(text, str):
