@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+from typing import Any
 
 import pytesseract
 from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
@@ -23,6 +24,20 @@ _MAX_SIDE = 4000  # larger pages are downscaled to bound OCR time
 _EXIF_TEXT_TAGS = {270: "Description", 315: "Artist", 33432: "Copyright", 40091: "Title", 40092: "Comment",
                    40093: "Author", 40094: "Keywords", 40095: "Subject"}  # fmt: skip
 _INFO_TEXT_KEYS = ("Title", "Description", "Comment", "comment", "Author", "Subject", "Keywords")
+_EXIF_IFD = 0x8769
+_EXIF_DATE_ORIGINAL = 36867
+# XMP properties worth indexing (Dublin Core and common free-form ones), by case-sensitive local name:
+# `Description` (capitalised) is the rdf:Description container, not a property.
+_XMP_TEXT_KEYS = {
+    "title": "Title",
+    "description": "Description",
+    "creator": "Author",
+    "Author": "Author",
+    "subject": "Keywords",
+    "rights": "Copyright",
+    "Headline": "Title",
+    "Caption": "Description",
+}
 
 
 def _prepare(frame: Image.Image) -> Image.Image:
@@ -55,6 +70,42 @@ def ocr_image(img: Image.Image, budget: Budget) -> str:
     return "\n".join(out).strip()
 
 
+def _xmp_strings(value: Any) -> list[str]:
+    """Leaf strings of one XMP property as Pillow's getxmp() renders it (Alt/Seq/Bag of li, lang maps)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _xmp_strings(v)]
+    if isinstance(value, dict):
+        if "text" in value:
+            return _xmp_strings(value["text"])
+        return [s for k, v in value.items() if k not in ("lang", "about") for s in _xmp_strings(v)]
+    return []
+
+
+def _xmp(img: Image.Image) -> list[str]:
+    try:
+        tree = img.getxmp() if hasattr(img, "getxmp") else {}
+    except Exception:  # malformed XMP is ignored: the pixels are still read
+        return []
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for v in node:
+                walk(v)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                label = _XMP_TEXT_KEYS.get(key)
+                if label:
+                    found.extend(f"{label}: {t.strip()}" for t in _xmp_strings(value) if t.strip())
+                else:
+                    walk(value)
+
+    walk(tree)
+    return found
+
+
 def _metadata(img: Image.Image) -> list[str]:
     found: list[str] = []
     exif = img.getexif()
@@ -64,12 +115,16 @@ def _metadata(img: Image.Image) -> list[str]:
             value = value.decode("utf-16-le", errors="ignore")
         if isinstance(value, str) and value.strip("\x00 "):
             found.append(f"{label}: {value.strip(chr(0) + ' ')}")
+    found.extend(_xmp(img))
     for key in _INFO_TEXT_KEYS:
         value = img.info.get(key)
         if isinstance(value, bytes):
             value = value.decode("utf-8", errors="ignore")
         if isinstance(value, str) and value.strip():
             found.append(f"{key.capitalize()}: {value.strip()}")
+    taken = exif.get_ifd(_EXIF_IFD).get(_EXIF_DATE_ORIGINAL)
+    if found and isinstance(taken, str) and taken.strip("\x00 "):  # a date alone is not text content
+        found.append(f"Date taken: {taken.strip(chr(0) + ' ')}")
     return list(dict.fromkeys(found))
 
 

@@ -16,6 +16,7 @@ from odf.namespaces import DRAWNS, OFFICENS, PRESENTATIONNS, TABLENS, TEXTNS
 from .archive import open_zip
 from .markdown import heading, table
 from .model import Budget, ParsedDocument, TextSink
+from .odf_macros import basic_macros
 
 Node = Any  # odfpy elements are untyped
 
@@ -155,6 +156,7 @@ def parse_odf(data: bytes, ext: str, budget: Budget) -> ParsedDocument:
         if items:
             sink.add(heading(2, title))
             sink.add("\n".join(f"- {i}" for i in items))
+    sink.add(basic_macros(data))
     pages = walker.slide or None
     return ParsedDocument(
         text=sink.text(), format=ext.lstrip("."), pages=pages, tables=sink.tables, warnings=sink.warnings()

@@ -16,6 +16,7 @@ import python_calamine
 from .archive import open_zip, read_member
 from .markdown import cell_text, heading, table
 from .model import MAX_SHEET_CELLS, Budget, ParsedDocument, ParseError, TextSink
+from .odf_macros import basic_macros
 
 Sheet = tuple[str, list[list[str]]]
 
@@ -158,6 +159,8 @@ def parse_spreadsheet(data: bytes, ext: str, budget: Budget) -> ParsedDocument:
         if rendered:
             sink.tables += 1
             sink.add(rendered)
+    if ext in (".ods", ".ots"):
+        sink.add(basic_macros(data))
     if cells.truncated:
         warnings.append(f"sheets truncated at {MAX_SHEET_CELLS} cells")
     return ParsedDocument(
