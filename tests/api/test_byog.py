@@ -301,6 +301,26 @@ def test_params_are_data_not_query_text(app: LocalApp) -> None:
     assert_fail(r, 400, "INVALID_PARAMETERS", "params")
 
 
+def test_numeric_parameter_names(app: LocalApp) -> None:
+    # openCypher allows `$1`; the engine only parses it quoted, so the service quotes it (tokens, not text)
+    db = fresh_db(app)
+    rows(app, db, "CREATE (:A {id: 1, v: 'one'}), (:A {id: 2, v: 'two'})")
+    got = rows(app, db, "MATCH (a:A) WHERE a.id = $1 OR a.v = $`2` RETURN a.v AS v, '$1' AS s", {"1": 1, "2": "two"})
+    assert sorted(r["v"] for r in got) == ["one", "two"] and got[0]["s"] == "$1"
+    assert_fail(q(app, db, "RETURN $1 AS x"), 400, "INVALID_PARAMETERS", "$1")
+
+
+def test_deep_nesting_is_refused_before_it_reaches_the_engine(app: LocalApp) -> None:
+    # The engine's parser doubles its work per nesting level and no timeout covers parsing: 40 levels never finish.
+    db = fresh_db(app)
+    started = time.monotonic()
+    deep = "RETURN " + "[" * 40 + "]" * 40 + " AS x"
+    assert_fail(q(app, db, deep), 400, "INVALID_PARAMETERS", "nests too deeply", "params")
+    assert_fail(q(app, db, "RETURN " + "NOT " * 30 + "true AS x"), 400, "INVALID_PARAMETERS", "nests too deeply")
+    assert time.monotonic() - started < 2
+    assert rows(app, db, "RETURN " + "[" * 12 + "1" + "]" * 12 + " AS x") == [{"x": [[[[[[[[[[[[1]]]]]]]]]]]]}]
+
+
 def test_compile_errors_are_400(app: LocalApp) -> None:
     db = fresh_db(app)
     assert_fail(q(app, db, "MATCH (n RETURN n"), 400, "INVALID_PARAMETERS")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ctxstore.services.cypher_cost import MAX_PARSE_COST, parse_cost
 from ctxstore.services.cypher_lexer import Kind, LexError, tokenize
 from ctxstore.services.cypher_screen import QueryRejected, screen
 
@@ -87,3 +88,45 @@ def test_delete_check_plan() -> None:
     assert screen("MATCH (a) DETACH DELETE a").delete_check is None
     after_write = screen("CREATE (a) WITH a DELETE a")
     assert after_write.delete_check is None and after_write.unchecked_delete
+
+
+def test_numeric_parameters_are_quoted_for_the_engine() -> None:
+    s = screen("MATCH (n) WHERE n.a = $1 AND n.b = $`2` AND n.c = $x RETURN '$3' AS s // $4")
+    assert s.query == "MATCH (n) WHERE n.a = $`1` AND n.b = $`2` AND n.c = $x RETURN '$3' AS s // $4"
+    assert s.params_used == {"1", "2", "x"}
+    plain = "RETURN $a AS a"
+    assert screen(plain).query is plain
+
+
+def _nested(depth: int) -> str:
+    return "RETURN " + "[" * depth + "]" * depth + " AS x"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        _nested(21),
+        _nested(40),
+        "RETURN " + "NOT " * 22 + "true AS x",
+        "RETURN " + "- " * 22 + "1 AS x",
+        "RETURN " + "CASE WHEN true THEN " * 20 + "1" + " END" * 20 + " AS x",
+        "RETURN [" + ", ".join([_nested(19)[7:-5]] * 4) + "] AS x",  # several deep siblings add up
+    ],
+)
+def test_queries_the_engine_parser_cannot_finish_in_budget_are_rejected(query: str) -> None:
+    with pytest.raises(QueryRejected, match="nests too deeply"):
+        screen(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        _nested(20),  # the TCK's deepest literal with an answer (Literals7 [11])
+        "MATCH (a:P {name: $n})-[:KNOWS*1..3]->(b) WHERE NOT a.x = 1 AND NOT (b.y > -1) AND NOT b:Q "
+        "RETURN [x IN collect(b.v) WHERE x > 0 | {v: x, w: CASE WHEN x > 1 THEN [x, -x] ELSE [] END}] AS out",
+        "UNWIND $rows AS row CREATE (:Item {" + ", ".join(f"p{i}: row.p{i}" for i in range(200)) + "})",
+        "WHERE " + " AND ".join(["NOT n.x = -1"] * 300),
+    ],
+)
+def test_ordinary_and_tck_queries_are_not_costly(query: str) -> None:
+    assert parse_cost(tokenize(query)) <= MAX_PARSE_COST

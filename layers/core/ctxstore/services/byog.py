@@ -34,7 +34,8 @@ MAX_BODY_BYTES = 256 * 1024
 RESERVED = ("id", "labels", "relation", "source_node_id", "target_node_id")
 GRAPH_PREFIX = "byog:"
 _COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
-_PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# openCypher parameter names: a symbolic name or a decimal integer (`$1`)
+_PARAM_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
 MAX_PARAM_DEPTH = 32
 
 TIMEOUT_ADVICE = (
@@ -145,7 +146,7 @@ class ByogService:
             result = self._graph.query(
                 principal.org,
                 graph,
-                query,
+                screened.query,
                 clean_params or None,
                 read_only=not screened.is_write,
                 timeout_ms=budget,
@@ -186,7 +187,9 @@ def _check_params(params: object) -> dict[str, Any]:
         raise invalid("'params' must be an object mapping parameter names to values")
     for key, value in params.items():
         if not isinstance(key, str) or not _PARAM_NAME.match(key):
-            raise invalid(f"parameter name {key!r} must be letters, digits and '_', not starting with a digit")
+            raise invalid(
+                f"parameter name {key!r} must be letters, digits and '_' not starting with a digit, or only digits"
+            )
         _check_value(value, f"params.{key}", 0)
     return dict(params)
 

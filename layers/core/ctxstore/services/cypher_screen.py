@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxstore.services.cypher_cost import MAX_PARSE_COST, parse_cost
 from ctxstore.services.cypher_lexer import Kind, LexError, Token, tokenize
 
 WRITE_KEYWORDS = ("CREATE", "MERGE", "SET", "DELETE", "REMOVE", "FOREACH", "DROP")
@@ -49,6 +50,7 @@ class DeleteCheck:
 
 @dataclass
 class Screened:
+    query: str  # the text to send: the caller's, with `$1`-style parameters quoted for the engine
     tokens: list[Token]
     is_write: bool
     delete_check: DeleteCheck | None = None
@@ -97,6 +99,13 @@ def screen(query: str) -> Screened:
         raise QueryRejected(f"the query could not be read: {exc}") from None
     if not tokens:
         raise QueryRejected("'query' is empty; send an openCypher statement")
+    query, tokens = _quote_numeric_params(query, tokens)
+    if parse_cost(tokens) > MAX_PARSE_COST:
+        raise QueryRejected(
+            "the query nests too deeply (brackets, CASE blocks or runs of NOT / signs about 20 levels deep); "
+            "the engine's parser slows down exponentially with nesting. Pass nested data in 'params' "
+            "or flatten the expression"
+        )
 
     is_write = False
     clause_stack: list[str] = [""]  # current clause per nesting level
@@ -158,9 +167,25 @@ def screen(query: str) -> Screened:
                 )
 
     params_used = {t.text for t in tokens if t.kind is Kind.PARAM}
-    result = Screened(tokens=tokens, is_write=is_write, params_used=params_used)
+    result = Screened(query=query, tokens=tokens, is_write=is_write, params_used=params_used)
     _plan_delete_check(query, tokens, result)
     return result
+
+
+def _quote_numeric_params(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """openCypher allows `$1`; the engine's parser only takes it quoted (`` $`1` ``), which means the same."""
+    numeric = [t for t in tokens if t.kind is Kind.PARAM and query[t.start + 1 : t.start + 2].isdigit()]
+    if not numeric:
+        return query, tokens
+    out: list[str] = []
+    pos = 0
+    for t in numeric:
+        out.append(query[pos : t.start])
+        out.append(f"$`{t.text}`")
+        pos = t.end
+    out.append(query[pos:])
+    text = "".join(out)
+    return text, tokenize(text)
 
 
 def _dotted_name(tokens: list[Token], i: int) -> str:

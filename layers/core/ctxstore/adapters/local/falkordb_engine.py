@@ -290,6 +290,18 @@ class FalkorEngine:
             time.sleep(0.02)
         return False
 
+    def kill_wedged(self, why: str) -> None:
+        """Kill the process so the supervisor restarts it: the only way to stop a query thread that ignores its
+        timeout (it would hold one of the engine's few workers, and enough of them stall every tenant).
+        Acknowledged writes are on disk (appendfsync always), so nothing acknowledged is lost."""
+        with self._lock:
+            proc = self._proc
+            if proc is None or proc.poll() is not None or self._stopping.is_set():
+                return
+            log.error("graph engine (pid %s) wedged (%s); killing it for a restart", proc.pid, why)
+            proc.kill()
+        self.wait_ready(60)
+
     def stop(self, timeout_s: float = 60.0) -> None:
         """Clean shutdown: SIGTERM makes redis fsync the AOF and write a final RDB snapshot."""
         self._stopping.set()

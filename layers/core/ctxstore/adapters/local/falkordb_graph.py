@@ -102,14 +102,14 @@ _STAT_KEYS = {
 
 
 class FalkorGraphStore:
-    def __init__(self, engine: FalkorEngine, *, max_connections: int = 32) -> None:
+    def __init__(self, engine: FalkorEngine, *, max_connections: int = 32, grace_s: float = CLIENT_GRACE_S) -> None:
         self._engine = engine
         self._pool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
             connection_class=redis.UnixDomainSocketConnection,
             path=engine.socket_path,
             max_connections=max_connections,
             timeout=30,
-            socket_timeout=(engine.timeout_max_ms / 1000.0) + CLIENT_GRACE_S,
+            socket_timeout=(engine.timeout_max_ms / 1000.0) + grace_s,
             socket_connect_timeout=5,
             retry_on_timeout=False,
             decode_responses=True,
@@ -173,7 +173,9 @@ class FalkorGraphStore:
         started = time.monotonic()
         try:
             res = self._call(run)
-        except redis.TimeoutError as exc:  # the engine did not stop itself within the grace period
+        except redis.TimeoutError as exc:  # the engine did not stop the query itself within the grace period
+            self._engine.kill_wedged(f"no answer to a query after {time.monotonic() - started:.1f} s")
+            self._pool.disconnect()
             raise GraphTimeout(f"no answer after {time.monotonic() - started:.1f} s") from exc
         except redis.ResponseError as exc:
             msg = str(exc)
