@@ -114,7 +114,7 @@ def test_create_database_then_worker_provisions_it(aws: MotoWorld) -> None:
 
     ddb = boto3.client("dynamodb", region_name=REGION)
     item = ddb.get_item(
-        TableName=aws.names.records_table, Key={"pk": {"S": "acme-org#database#"}, "sk": {"S": "acme"}}
+        TableName=aws.names.records_table, Key={"pk": {"S": "acme-org#database#"}, "sk": {"S": ".acme"}}
     ).get("Item")
     assert item is not None, "the database record is in DynamoDB"
     assert json.loads(item["body"]["S"])["status"] == "provisioning"

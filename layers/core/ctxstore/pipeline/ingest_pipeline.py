@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from ctxstore.domain.chunking import Chunk, chunk_id, chunk_markdown
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.parsing import ParseError, parse_document
@@ -79,23 +82,43 @@ class IngestPipeline:
 
     def on_give_up(self, job: Job, error: str) -> None:
         """After the last retry: the item ends in errored with the storage code."""
-        ref = ItemRef.from_json(job.payload["ref"])
-        self._items.set_status(
-            job.org, ref, str(job.payload["version"]), ERRORED, error_code=STORAGE_ERROR, error_message=error[:500]
-        )
+        self.fail(job.org, ItemRef.from_json(job.payload["ref"]), str(job.payload["version"]), error)
 
     def run(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> None:
+        """Every step in one go (the local runner). Step Functions runs the same steps one Task each."""
+        record = self.begin(org, ref, version, attempt=attempt)
+        if record is None:
+            return
+        chunks = self.parse_and_chunk(org, ref, version, record)
+        if chunks is None:
+            return
+        docs = self.embed(org, ref, record, chunks)
+        self.publish(org, ref, version, docs)
+        relations = self.graph(org, ref, record, chunks)
+        self.complete(org, ref, version, relations)
+
+    # ---- stages (each one Task of statemachines/ingest.asl.json) -------------------------------
+    def begin(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> dict[str, Any] | None:
+        """Load the item at this version and mark it processing; None for a duplicate of a finished job.
+
+        Raises StaleJob (replaced or deleted) or TransientError (record not visible yet)."""
         record = self._load(org, ref, version, attempt)
         if record["status"] in TERMINAL:
-            return  # a duplicate delivery of a finished job
+            return None
         self._set(org, ref, version, PROCESSING)
+        return record
+
+    def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: dict[str, Any]) -> list[Chunk] | None:
+        """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:
             text = self.parse(org, record)
         except ParseError as exc:
             self._set(org, ref, version, ERRORED, error_code=exc.code or PARSE_FAILED, error_message=str(exc))
-            return
-        chunks = self.chunk(ref, record, text)
-        docs = self.embed(org, ref, record, chunks)
+            return None
+        return self.chunk(ref, record, text)
+
+    def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
+        """Index the chunks and mark the item graph_creation (searchable from here)."""
         self.index(org, ref, docs)
         try:
             self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
@@ -109,8 +132,19 @@ class IngestPipeline:
                     ref.item_id,
                 )  # type: ignore[arg-type]
             raise
-        relations = self._graph_step(org, ref, record, chunks) if self._graph_step else 0
+
+    def graph(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> int:
+        """Relations created by the graph step (0 when none is configured)."""
+        return self._graph_step(org, ref, record, chunks) if self._graph_step else 0
+
+    def complete(self, org: str, ref: ItemRef, version: str, relations: int) -> None:
         self._set(org, ref, version, COMPLETED, extra={"relations_created": relations})
+
+    def fail(self, org: str, ref: ItemRef, version: str, error: str) -> bool:
+        """After the last retry: the item ends in errored with the storage code (False if it was replaced)."""
+        return self._items.set_status(
+            org, ref, version, ERRORED, error_code=STORAGE_ERROR, error_message=error[:500]
+        )
 
     # ---- steps -----------------------------------------------------------------------------
     def parse(self, org: str, record: dict[str, Any]) -> str:
@@ -150,6 +184,14 @@ class IngestPipeline:
         return chunks
 
     def embed(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> list[ChunkDoc]:
+        return self.documents(ref, record, chunks, self.vectors(org, record, chunks))
+
+    @property
+    def embed_batch(self) -> int:
+        return self._cfg.embed_batch
+
+    def vectors(self, org: str, record: dict[str, Any], chunks: list[Chunk]) -> dict[str, npt.NDArray[np.float32]]:
+        """A vector per chunk id: reused from the index when the chunk (same id, same text) is there already."""
         idx = self._c.search_index
         embedder = self._c.embedder
         if idx is None or embedder is None:
@@ -162,6 +204,12 @@ class IngestPipeline:
             vectors = embedder.embed_documents([f"{title}\n{c.text}" if title else c.text for c in batch])
             for c, v in zip(batch, vectors, strict=True):
                 known[c.id] = v
+        return known
+
+    def documents(
+        self, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk], vectors: dict[str, npt.NDArray[np.float32]]
+    ) -> list[ChunkDoc]:
+        title = str(record.get("title") or "")
         md = dict(record.get("metadata") or {})
         amd = dict(record.get("additional_metadata") or {})
         if any(c.heading == "inferred" for c in chunks):
@@ -174,7 +222,7 @@ class IngestPipeline:
                 collection=ref.collection,
                 store=ref.store,  # type: ignore[arg-type]
                 text=c.text,
-                vector=known[c.id],
+                vector=vectors[c.id],
                 title=title,
                 source_type=str(record.get("source_type") or ""),
                 created_at=float(record.get("timestamp") or record.get("created_at") or 0.0),
@@ -193,6 +241,13 @@ class IngestPipeline:
             idx.upsert(org, docs)
 
     # ---- helpers ---------------------------------------------------------------------------
+    def current(self, org: str, ref: ItemRef, version: str) -> dict[str, Any] | None:
+        """The item's record while it is still at `version` (None once replaced or deleted)."""
+        rec = self._items.get(org, ref)
+        if rec is None or str(rec.data.get("version")) != version:
+            return None
+        return rec.data
+
     def _load(self, org: str, ref: ItemRef, version: str, attempt: int) -> dict[str, Any]:
         rec = self._items.get(org, ref)
         if rec is None:

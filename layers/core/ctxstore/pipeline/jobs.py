@@ -12,7 +12,8 @@ from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
 
-# The same numbers as the Retry block of statemachines/ingest.asl.json (E6001 path).
+# The same numbers as the Retry blocks of statemachines/ingest.asl.json (the E6001 path); tests/aws checks it.
+# max_attempts counts attempts; the ASL's MaxAttempts counts retries (max_attempts - 1).
 INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max_delay_s=30.0)
 
 
@@ -41,12 +42,17 @@ def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
     )
 
 
+def ingest_pipeline(svc: Services) -> IngestPipeline:
+    """The ingestion pipeline both runners drive: the local queue (queue_specs) and Step Functions (ingest_steps)."""
+    return IngestPipeline(svc.container, svc.items)
+
+
 def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> list[QueueSpec]:
     def provision(job: Job) -> None:
         svc.databases.provision(job.org, str(job.payload["database"]))
 
     specs = [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
-    pipeline = IngestPipeline(svc.container, svc.items)
+    pipeline = ingest_pipeline(svc)
     specs.append(QueueSpec(INGEST_QUEUE, pipeline.handle, ingest_retry, lease_s=600, on_failure=pipeline.on_give_up))
     if svc.webhooks is not None:
         specs.append(webhook_spec(svc.webhooks, svc.container.options))

@@ -3,7 +3,8 @@
 Item layout (table keys ``pk`` and ``sk``, both strings):
 
 - ``pk`` = ``f"{org}#{kind}#{pk}"`` (org ids and kinds never contain ``#``), ``sk`` = the record's sort key.
-  DynamoDB refuses empty key strings, so an empty ``sk`` is rejected with ValueError (no caller uses one).
+  DynamoDB refuses empty key strings and the default collection's records use ``sk=""``, so every sort key
+  is stored with a one-character prefix (``.``); a shared prefix keeps ordering and begins_with intact.
 - ``body``: the record's data as a compact JSON string. A string rather than a map keeps floats, nested
   lists and ``None`` byte-exact (no Decimal round trip) and nothing queries inside a body.
 - ``v``: the version (number), incremented atomically by every write (``if_not_exists(v, 0) + 1``).
@@ -53,6 +54,9 @@ def _num(attr: Any) -> float | None:
     return float(attr["N"])
 
 
+_SK_MARK = "."  # stored before every sort key: DynamoDB key strings cannot be empty
+
+
 class DynamoDbRecordStore:
     def __init__(self, table: str, *, client: DynamoDBClient | None = None) -> None:
         if not table:
@@ -67,9 +71,7 @@ class DynamoDbRecordStore:
 
     @staticmethod
     def _sk(sk: str) -> str:
-        if not sk:
-            raise ValueError("DynamoDB sort keys cannot be empty")
-        return sk
+        return _SK_MARK + sk
 
     def _key(self, org: str, kind: str, pk: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": self._pk(org, kind, pk)}, "sk": {"S": self._sk(sk)}}
@@ -79,7 +81,7 @@ class DynamoDbRecordStore:
         return Record(
             kind=kind,
             pk=pk,
-            sk=item["sk"]["S"],
+            sk=item["sk"]["S"].removeprefix(_SK_MARK),
             data=json.loads(item["body"]["S"]),
             version=int(item["v"]["N"]),
             expires_at=_num(item.get("expires_at")),
@@ -201,7 +203,7 @@ class DynamoDbRecordStore:
         cond = "pk = :pk"
         if sk_prefix:
             cond += " AND begins_with(sk, :prefix)"
-            values[":prefix"] = {"S": sk_prefix}
+            values[":prefix"] = {"S": self._sk(sk_prefix)}
         return {
             "TableName": self._table,
             "KeyConditionExpression": cond,
@@ -234,7 +236,7 @@ class DynamoDbRecordStore:
                 else:
                     return Page()  # `after` is past the whole prefix range
             if after is not None:
-                args["ExclusiveStartKey"] = {"pk": {"S": self._pk(org, kind, pk)}, "sk": {"S": after}}
+                args["ExclusiveStartKey"] = {"pk": {"S": self._pk(org, kind, pk)}, "sk": {"S": self._sk(after)}}
         records: list[Record] = []
         # Ask for one more than the page so next_after is only set when a further record exists.
         while len(records) <= limit:

@@ -1,0 +1,197 @@
+"""Ingestion as separate Step Functions tasks: the pipeline's stages, one call each, JSON in and out.
+
+statemachines/ingest.asl.json runs parse -> embed (a Map over chunk batches) -> index -> graph ->
+complete, with errored as the Catch target; each functions/ingest_<step>/app.py calls one method here.
+A task's input and output stay small (Step Functions caps state at 256 KB): chunk texts and vectors
+travel through the blob store under the item version's work prefix, removed when the item finishes.
+
+Every task is idempotent for an item version, so a retried or duplicated task converges. A stale
+version (replaced or deleted item) answers ``{"outcome": "stop"}`` and the machine ends quietly;
+storage faults raise TransientError, whose class name is the error Step Functions retries on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctxstore.domain.chunking import Chunk
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
+from ctxstore.pipeline.jobs import ingest_pipeline
+from ctxstore.pipeline.retry_policy import TransientError
+from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.services.items import ItemRef
+from ctxstore.services.registry import Services
+
+CONTINUE = {"outcome": "continue"}
+STOP = {"outcome": "stop"}
+
+
+@dataclass(frozen=True)
+class Task:
+    """The fields every task input carries (built by the ASL from the execution input)."""
+
+    org: str
+    ref: ItemRef
+    version: str
+    attempt: int
+
+    @staticmethod
+    def of(event: dict[str, Any]) -> Task:
+        item = event.get("payload", event)  # MarkErrored gets the whole execution state
+        return Task(
+            org=str(event["org"]),
+            ref=ItemRef.from_json(item["ref"]),
+            version=str(item["version"]),
+            attempt=int(event.get("retry_count", 0)) + 1,
+        )
+
+
+def _transient(fn: Any) -> Any:
+    """Storage faults become TransientError (the retried error); a stale item stops the machine."""
+
+    def wrapped(self: IngestSteps, event: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = fn(self, event)
+        except StaleJob:
+            self._cleanup(str(event["org"]), event.get("work"))
+            return dict(STOP)
+        except StoreUnavailable as exc:
+            raise TransientError(str(exc)) from exc
+        return result
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+class IngestSteps:
+    def __init__(self, pipeline: IngestPipeline, blobs: BlobStore) -> None:
+        self._p = pipeline
+        self._blobs = blobs
+
+    # ---- tasks -----------------------------------------------------------------------------
+    @_transient
+    def parse(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Mark processing, parse and chunk; the chunks go to the work prefix, the batches to the Map."""
+        t = Task.of(event)
+        record = self._p.begin(t.org, t.ref, t.version, attempt=t.attempt)
+        if record is None:
+            return dict(STOP)
+        chunks = self._p.parse_and_chunk(t.org, t.ref, t.version, record)
+        if chunks is None:  # unparseable: the item is errored with the parser's code
+            return dict(STOP)
+        work = _work_prefix(record)
+        body = [[c.id, c.position, c.text, c.heading] for c in chunks]
+        self._blobs.put(t.org, work + "chunks.json", json.dumps(body).encode(), content_type="application/json")
+        size = self._p.embed_batch
+        batches = [{"start": s, "end": min(s + size, len(chunks))} for s in range(0, len(chunks), size)]
+        return {**CONTINUE, "work": work, "chunks": len(chunks), "batches": batches}
+
+    @_transient
+    def embed(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Vectors of one batch of chunks, stored as one .npy under the work prefix."""
+        t = Task.of(event)
+        record = self._record(t)
+        start, end = int(event["batch"]["start"]), int(event["batch"]["end"])
+        chunks = self._chunks(t.org, str(event["work"]))[start:end]
+        vectors = self._p.vectors(t.org, record, chunks)
+        matrix = np.stack([np.asarray(vectors[c.id], dtype=np.float32) for c in chunks]) if chunks else np.zeros(0)
+        buf = io.BytesIO()
+        np.save(buf, matrix, allow_pickle=False)
+        self._blobs.put(t.org, _batch_key(str(event["work"]), start), buf.getvalue())
+        return {"embedded": len(chunks)}
+
+    @_transient
+    def index(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Replace the item's chunks in the search index; the item becomes graph_creation (searchable)."""
+        t = Task.of(event)
+        record = self._record(t)
+        work = str(event["work"])
+        chunks = self._chunks(t.org, work)
+        vectors: dict[str, Any] = {}
+        size = self._p.embed_batch
+        for start in range(0, len(chunks), size):
+            matrix = self._load_batch(t.org, work, start)
+            for c, v in zip(chunks[start : start + size], matrix, strict=True):
+                vectors[c.id] = v
+        self._p.publish(t.org, t.ref, t.version, self._p.documents(t.ref, record, chunks, vectors))
+        return {**CONTINUE, "chunks": len(chunks)}
+
+    @_transient
+    def graph(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The graph step (graph_payload or extraction); answers how many relations it created."""
+        t = Task.of(event)
+        record = self._record(t)
+        chunks = self._chunks(t.org, str(event["work"]))
+        return {"relations": self._p.graph(t.org, t.ref, record, chunks)}
+
+    @_transient
+    def complete(self, event: dict[str, Any]) -> dict[str, Any]:
+        t = Task.of(event)
+        self._p.complete(t.org, t.ref, t.version, int(event.get("relations") or 0))
+        self._cleanup(t.org, event.get("work"))
+        return {"outcome": "completed"}
+
+    def errored(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Catch target (input: the whole execution state with ``error``): the item ends errored with E6001 and
+        the last error, like the local runner's give-up."""
+        t = Task.of(event)
+        error = event.get("error") or {}
+        name, message = str(error.get("Error") or "States.TaskFailed"), str(error.get("Cause") or "")
+        try:
+            cause = json.loads(message)
+            message = str(cause.get("errorMessage") or message)
+        except (ValueError, AttributeError):
+            pass
+        code = "E6001" if name in (TransientError.__name__, "E6001") else name
+        try:
+            self._p.fail(t.org, t.ref, t.version, f"{code}: {message}")
+        except StoreUnavailable as exc:
+            raise TransientError(str(exc)) from exc
+        self._cleanup(t.org, (event.get("parsed") or {}).get("work"))
+        return {"outcome": "errored"}
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _record(self, t: Task) -> dict[str, Any]:
+        record = self._p.current(t.org, t.ref, t.version)
+        if record is None:
+            raise StaleJob()
+        return record
+
+    def _chunks(self, org: str, work: str) -> list[Chunk]:
+        try:
+            raw = json.loads(self._blobs.get(org, work + "chunks.json"))
+        except BlobNotFound:
+            raise StaleJob() from None  # the item was deleted (its blobs went with it)
+        return [Chunk(str(i), int(p), str(text), str(h)) for i, p, text, h in raw]
+
+    def _load_batch(self, org: str, work: str, start: int) -> Any:
+        try:
+            data = self._blobs.get(org, _batch_key(work, start))
+        except BlobNotFound:
+            raise StaleJob() from None
+        return np.load(io.BytesIO(data), allow_pickle=False)
+
+    def _cleanup(self, org: str, work: object) -> None:
+        if isinstance(work, str) and work:
+            self._blobs.delete_prefix(org, work)
+
+
+def _work_prefix(record: dict[str, Any]) -> str:
+    """Next to the item version's upload, so deleting the item's (or database's) blobs removes it too."""
+    return f"{record['blob_key']}.work/"
+
+
+def _batch_key(work: str, start: int) -> str:
+    return f"{work}vectors/{start:08d}.npy"
+
+
+def ingest_steps(svc: Services) -> IngestSteps:
+    """The tasks over the same pipeline the local runner uses."""
+    return IngestSteps(ingest_pipeline(svc), svc.container.blobs)
