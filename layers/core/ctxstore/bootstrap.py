@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxstore.config import Settings
+from ctxstore.ports.extractor import Extractor
 from ctxstore.ports.workflow import WorkflowStarter
 from ctxstore.services.container import Container, Options
 
@@ -90,6 +91,24 @@ def _add_local_graph(c: Container, settings: Settings) -> None:
     c.graph = graph
     c.closers.append(engine.stop)
     c.closers.append(graph.close)
+    c.extractor = build_extractor(settings)
+
+
+def build_extractor(settings: Settings) -> Extractor | None:
+    """The entity/relation extractor of the graph step: offline rules unless an LLM is configured."""
+    if settings.extractor == "none":
+        return None
+    if settings.extractor == "llm":
+        from ctxstore.adapters.local.llm_extractor import LlmExtractor
+
+        if not (settings.llm_base_url and settings.llm_model):
+            raise ValueError("CTXSTORE_EXTRACTOR=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
+        return LlmExtractor(
+            settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+        )
+    from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+
+    return SpacyExtractor()
 
 
 def recover_local(c: Container) -> int:

@@ -30,6 +30,13 @@ class Settings(BaseSettings):
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
+    # Entity/relation extraction: "rules" (offline spaCy, the default), "llm" (an OpenAI-compatible
+    # chat endpoint, off unless chosen), "none".
+    extractor: Literal["rules", "llm", "none"] = "rules"
+    llm_base_url: str = ""  # CTXSTORE_LLM_BASE_URL, e.g. http://localhost:11434/v1
+    llm_api_key: str = ""  # CTXSTORE_LLM_API_KEY
+    llm_model: str = ""  # CTXSTORE_LLM_MODEL
+    llm_timeout_s: float = 60.0
     # AWS backend (CTXSTORE_BACKEND=aws): resource names, set by template.yaml on every function.
     records_table: str = ""  # CTXSTORE_RECORDS_TABLE: DynamoDB table of records
     jobs_table: str = ""  # CTXSTORE_JOBS_TABLE: DynamoDB table of queued jobs

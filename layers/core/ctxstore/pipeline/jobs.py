@@ -44,7 +44,8 @@ def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
 
 def ingest_pipeline(svc: Services) -> IngestPipeline:
     """The ingestion pipeline both runners drive: the local queue (queue_specs) and Step Functions (ingest_steps)."""
-    return IngestPipeline(svc.container, svc.items)
+    graph_step = svc.graphs.graph_step if svc.graphs is not None else None
+    return IngestPipeline(svc.container, svc.items, graph_step=graph_step)
 
 
 def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> list[QueueSpec]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxstore.retrieval.graph_context import GraphContextSource
 from ctxstore.services.byog import ByogService
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
+from ctxstore.services.graphs import GraphService
 from ctxstore.services.ingest import IngestService
 from ctxstore.services.items import ItemService
 from ctxstore.services.keys import KeyService
@@ -28,6 +30,8 @@ class Services:
     sources: SourceService
     byog: ByogService | None = None
     webhooks: WebhookService | None = None
+    graphs: GraphService | None = None
+    graph_context: GraphContextSource | None = None  # POST /query asks it for relations behind the chunks
 
 
 def build_services(c: Container) -> Services:
@@ -45,6 +49,12 @@ def build_services(c: Container) -> Services:
     c.events = webhooks  # before the services that emit: ingestion reports status changes through it
     databases = DatabaseService(c)
     items = ItemService(c)
+    sources = SourceService(c, databases, items)
+    graphs = GraphService(c, databases, items) if c.graph is not None else None
+    if graphs is not None:  # deletes remove an item's or a scope's share of both graphs
+        databases.add_purger(graphs.purge_scope)
+        sources.add_purger(graphs.purge_item)
+        sources.add_metadata_listener(graphs.update_access)
     return Services(
         container=c,
         keys=KeyService(c),
@@ -54,6 +64,8 @@ def build_services(c: Container) -> Services:
         items=items,
         ingest=IngestService(c, databases, items),
         status=StatusService(databases, items),
-        sources=SourceService(c, databases, items),
+        sources=sources,
+        graphs=graphs,
+        graph_context=graphs,
         webhooks=webhooks,
     )

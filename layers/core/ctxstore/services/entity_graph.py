@@ -1,0 +1,340 @@
+"""The entity-relation graph of one scope: writes per item, the relations read, the query's graph context.
+
+Nodes `(:Entity {eid, name, type, namespace})` are shared by every item that mentions them
+(the id is a hash of normalised name + type + namespace). Each piece of evidence is one
+`[:REL]` edge carrying the item, chunk, predicates, sentence, confidence, time, origin
+and the item's readers; `[:GROUP]` edges keep one precomputed score per (source, target)
+pair so a collection-wide read ranks groups without aggregating every edge.
+
+Only portable openCypher with parameters. Edge-index lookups use unlabelled end nodes
+(`(a)-[r:REL]->(b) WHERE r.item_id = $id`): a labelled end node makes the engine scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxstore.domain.clock_utils import iso
+from ctxstore.domain.graph_keys import principal_tokens
+from ctxstore.ports.graph import GraphEdge, GraphStore
+
+BATCH = 2000
+EVIDENCE_PER_GROUP = 50  # a triplet group carries at most this many evidence items (`truncated` beyond)
+PAIR_BATCH = 500
+BYOG = "byog"
+EXTRACTED = "extracted"
+
+# Visibility of one REL edge `r` for the principals in $tokens (skipped entirely when no `acl` was sent).
+REL_VISIBLE = "(r.public OR any(t IN $tokens WHERE r.acl CONTAINS t))"
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    eid: str
+    name: str
+    type: str
+    namespace: str
+
+
+@dataclass(frozen=True)
+class RelationRow:
+    source: str  # eid
+    target: str
+    raw: str
+    canonical: str
+    context: str
+    confidence: float
+    temporal: str | None
+    chunk_id: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class ItemAccess:
+    acl: str  # acl_key of the item's readers ("" when none)
+    public: bool
+    timestamp: float
+    provider: str
+
+
+def _rid(item_id: str, i: int, r: RelationRow) -> str:
+    h = hashlib.sha1(f"{item_id}\x1f{i}\x1f{r.source}\x1f{r.target}\x1f{r.raw}\x1f{r.chunk_id}".encode()).hexdigest()
+    return "rel_" + h[:20]
+
+
+def entity_ref(props: dict[str, Any], provider: str = "") -> dict[str, Any]:
+    return {
+        "name": props.get("name", ""),
+        "type": props.get("type", ""),
+        "namespace": props.get("namespace", ""),
+        "entity_id": props.get("eid", ""),
+        "identifier": None,
+        "provider": provider,
+    }
+
+
+def evidence(e: GraphEdge | dict[str, Any], *, epoch: bool) -> dict[str, Any]:
+    p = e.properties if isinstance(e, GraphEdge) else e
+    ts = float(p.get("ts") or 0.0)
+    out: dict[str, Any] = {
+        "canonical_predicate": p.get("canon", ""),
+        "raw_predicate": p.get("raw", ""),
+        "context": p.get("context", ""),
+        "confidence": float(p.get("confidence") or 0.0),
+        "temporal_details": p.get("temporal"),
+        "timestamp": ts if epoch else iso(ts),
+        "relationship_id": p.get("rid", ""),
+        "chunk_id": p.get("chunk_id", ""),
+        "source_entity_id": p.get("s", ""),
+        "target_entity_id": p.get("t", ""),
+    }
+    if p.get("origin") == BYOG:
+        out["origin"] = BYOG
+    return out
+
+
+class EntityGraph:
+    def __init__(self, graph: GraphStore) -> None:
+        self._g = graph
+
+    # ---- writes --------------------------------------------------------------------------
+    def remove_item(self, org: str, graph: str, item_id: str) -> None:
+        """Delete an item's evidence and mentions; re-score the pairs it touched, drop entities left alone."""
+        res = self._g.query(
+            org,
+            graph,
+            "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id RETURN DISTINCT a.eid AS s, b.eid AS t",
+            {"id": item_id},
+            read_only=True,
+        )
+        pairs = [[row[0], row[1]] for row in res.rows]
+        mentioned = self._g.query(
+            org,
+            graph,
+            "MATCH (s:Source {sid: $id})-[:MENTIONS]->(e:Entity) RETURN e.eid",
+            {"id": item_id},
+            read_only=True,
+        )
+        eids = sorted({e for p in pairs for e in p} | {str(row[0]) for row in mentioned.rows})
+        if pairs:
+            self._g.query(org, graph, "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id DELETE r", {"id": item_id})
+            self._rescore(org, graph, pairs)
+        if mentioned.rows:
+            self._g.query(org, graph, "MATCH (s:Source {sid: $id})-[m:MENTIONS]->() DELETE m", {"id": item_id})
+        for start in range(0, len(eids), BATCH):
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $eids AS eid MATCH (e:Entity {eid: eid}) WHERE NOT (e)--() DELETE e",
+                {"eids": eids[start : start + BATCH]},
+            )
+
+    def write_item(
+        self,
+        org: str,
+        graph: str,
+        item_id: str,
+        entities: Sequence[EntityRow],
+        relations: Sequence[RelationRow],
+        access: ItemAccess,
+    ) -> int:
+        ents = {e.eid: e for e in entities}
+        rows = [
+            {"eid": e.eid, "name": e.name, "type": e.type, "namespace": e.namespace} for e in ents.values()
+        ]
+        for start in range(0, len(rows), BATCH):
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $rows AS e MERGE (n:Entity {eid: e.eid}) "
+                "ON CREATE SET n.name = e.name, n.type = e.type, n.namespace = e.namespace",
+                {"rows": rows[start : start + BATCH]},
+            )
+        rels = [
+            {
+                "s": r.source,
+                "t": r.target,
+                "props": {
+                    "rid": _rid(item_id, i, r),
+                    "item_id": item_id,
+                    "chunk_id": r.chunk_id,
+                    "raw": r.raw,
+                    "canon": r.canonical,
+                    "context": r.context,
+                    "confidence": float(r.confidence),
+                    "temporal": r.temporal,
+                    "origin": r.origin,
+                    "ts": access.timestamp,
+                    "acl": access.acl,
+                    "public": access.public,
+                    "provider": access.provider,
+                    "s": r.source,
+                    "t": r.target,
+                },
+            }
+            for i, r in enumerate(relations)
+            if r.source in ents and r.target in ents
+        ]
+        for start in range(0, len(rels), BATCH):
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $rels AS r MATCH (a:Entity {eid: r.s}), (b:Entity {eid: r.t}) "
+                "CREATE (a)-[e:REL]->(b) SET e = r.props",
+                {"rels": rels[start : start + BATCH]},
+            )
+        mentioned = sorted(ents)
+        for start in range(0, len(mentioned), BATCH):
+            self._g.query(
+                org,
+                graph,
+                "MATCH (s:Source {sid: $sid}) UNWIND $eids AS eid MATCH (e:Entity {eid: eid}) "
+                "MERGE (s)-[:MENTIONS]->(e)",
+                {"sid": item_id, "eids": mentioned[start : start + BATCH]},
+            )
+        self._rescore(org, graph, sorted({(str(r["s"]), str(r["t"])) for r in rels}))
+        return len(rels)
+
+    def _rescore(self, org: str, graph: str, pairs: Sequence[Sequence[str]]) -> None:
+        """Recompute the GROUP edge of each pair from its evidence (exact, no drift); none left, no group."""
+        for start in range(0, len(pairs), PAIR_BATCH):
+            batch = [list(p) for p in pairs[start : start + PAIR_BATCH]]
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $pairs AS p MATCH (a:Entity {eid: p[0]}), (b:Entity {eid: p[1]}) "
+                "OPTIONAL MATCH (a)-[r:REL]->(b) "
+                "WITH a, b, sum(r.confidence) AS score, count(r) AS n "
+                "MERGE (a)-[g:GROUP]->(b) SET g.score = score, g.n = n",
+                {"pairs": batch},
+            )
+            self._g.query(org, graph, "MATCH ()-[g:GROUP]->() WHERE g.n = 0 DELETE g")
+
+    def set_access(self, org: str, graph: str, item_id: str, access: ItemAccess) -> None:
+        self._g.query(
+            org,
+            graph,
+            "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id SET r.acl = $acl, r.public = $public",
+            {"id": item_id, "acl": access.acl, "public": access.public},
+        )
+
+    # ---- relations read ------------------------------------------------------------------
+    def ranked_pairs(
+        self, org: str, graph: str, *, principals: list[str] | None, offset: int, limit: int
+    ) -> tuple[list[tuple[str, str]], int]:
+        """One page of (source eid, target eid) pairs, best first, and how many pairs there are in all."""
+        if principals is None:
+            total_res = self._g.query(org, graph, "MATCH ()-[g:GROUP]->() RETURN count(g)", read_only=True)
+            total = int(total_res.rows[0][0]) if total_res.rows else 0
+            res = self._g.query(
+                org,
+                graph,
+                "MATCH (a)-[g:GROUP]->(b) WITH a.eid AS s, b.eid AS t, g.score AS score "
+                "ORDER BY score DESC, s, t SKIP $offset LIMIT $limit RETURN collect([s, t]) AS page",
+                {"offset": offset, "limit": limit},
+                read_only=True,
+            )
+        else:
+            res = self._g.query(
+                org,
+                graph,
+                f"MATCH (a)-[r:REL]->(b) WHERE {REL_VISIBLE} "
+                "WITH a.eid AS s, b.eid AS t, sum(r.confidence) AS score ORDER BY score DESC, s, t "
+                "WITH collect([s, t]) AS all RETURN all[$offset..$end] AS page, size(all) AS total",
+                {"tokens": principal_tokens(principals), "offset": offset, "end": offset + limit},
+                read_only=True,
+            )
+            total = int(res.rows[0][1]) if res.rows else 0
+        page = res.rows[0][0] if res.rows else []
+        return [(str(p[0]), str(p[1])) for p in page or []], total
+
+    def groups(
+        self, org: str, graph: str, pairs: Sequence[tuple[str, str]], *, principals: list[str] | None, epoch: bool
+    ) -> list[dict[str, Any]]:
+        """Triplet groups for these pairs, in the same order, with their visible evidence (best first)."""
+        out: list[dict[str, Any]] = []
+        vis = f"WHERE {REL_VISIBLE} " if principals is not None else ""
+        for start in range(0, len(pairs), PAIR_BATCH):
+            batch = [[s, t, start + i] for i, (s, t) in enumerate(pairs[start : start + PAIR_BATCH])]
+            res = self._g.query(
+                org,
+                graph,
+                "UNWIND $pairs AS p MATCH (a:Entity {eid: p[0]}), (b:Entity {eid: p[1]}) "
+                f"MATCH (a)-[r:REL]->(b) {vis}"
+                "WITH p, a, b, r ORDER BY r.confidence DESC, r.rid "
+                "WITH p, a, b, collect(r) AS rs "
+                "RETURN p[2] AS i, a, b, size(rs) AS n, rs[0..$cap] AS ev ORDER BY i",
+                {"pairs": batch, "cap": EVIDENCE_PER_GROUP, "tokens": principal_tokens(principals or [])},
+                read_only=True,
+            )
+            for _, a, b, n, ev in res.rows:
+                out.append(self._group(a.properties, b.properties, ev, int(n), epoch=epoch))
+        return out
+
+    @staticmethod
+    def _group(a: dict[str, Any], b: dict[str, Any], ev: list[GraphEdge], n: int, *, epoch: bool) -> dict[str, Any]:
+        provider = str(ev[0].properties.get("provider") or "") if ev else ""
+        group: dict[str, Any] = {
+            "source": entity_ref(a, provider),
+            "target": entity_ref(b, provider),
+            "relations": [evidence(e, epoch=epoch) for e in ev],
+            "chunk_id": str(ev[0].properties.get("chunk_id") or "") if ev else "",
+        }
+        if n > len(ev):
+            group["truncated"] = True
+        return group
+
+    def item_groups(
+        self, org: str, graph: str, item_id: str, *, principals: list[str] | None
+    ) -> list[dict[str, Any]]:
+        """Every triplet group of one item's evidence, ranked by summed confidence."""
+        vis = f" AND {REL_VISIBLE}" if principals is not None else ""
+        res = self._g.query(
+            org,
+            graph,
+            f"MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id{vis} "
+            "WITH a, b, r ORDER BY r.confidence DESC, r.rid "
+            "WITH a, b, collect(r) AS rs, sum(r.confidence) AS score "
+            "RETURN a, b, size(rs) AS n, rs[0..$cap] AS ev, score ORDER BY score DESC, a.eid, b.eid",
+            {"id": item_id, "cap": EVIDENCE_PER_GROUP, "tokens": principal_tokens(principals or [])},
+            read_only=True,
+        )
+        return [self._group(a.properties, b.properties, ev, int(n), epoch=False) for a, b, n, ev, _ in res.rows]
+
+    def mentions(self, org: str, graph: str, item_ids: Sequence[str], cap: int) -> list[tuple[str, dict[str, Any]]]:
+        """(item id, entity properties) for the entities these items mention, at most `cap`."""
+        res = self._g.query(
+            org,
+            graph,
+            "UNWIND $ids AS id MATCH (s:Source {sid: id})-[:MENTIONS]->(e:Entity) "
+            "RETURN id, e ORDER BY id, e.eid LIMIT $cap",
+            {"ids": list(item_ids), "cap": cap},
+            read_only=True,
+        )
+        return [(str(i), e.properties) for i, e in res.rows]
+
+    # ---- query graph context -------------------------------------------------------------
+    def chunk_edges(self, org: str, graph: str, chunk_ids: Sequence[str], cap: int) -> list[tuple[Any, Any, GraphEdge]]:
+        res = self._g.query(
+            org,
+            graph,
+            "UNWIND $cids AS cid MATCH (a)-[r:REL]->(b) WHERE r.chunk_id = cid RETURN a, b, r LIMIT $cap",
+            {"cids": list(chunk_ids), "cap": cap},
+            read_only=True,
+        )
+        return [(a, b, r) for a, b, r in res.rows]
+
+    def neighbour_edges(self, org: str, graph: str, eids: Sequence[str], cap: int) -> list[tuple[Any, Any, GraphEdge]]:
+        res = self._g.query(
+            org,
+            graph,
+            "UNWIND $eids AS eid MATCH (x:Entity {eid: eid}) MATCH (x)-[g:GROUP]-(y) "
+            "WITH DISTINCT startNode(g) AS a, endNode(g) AS b, g ORDER BY g.score DESC LIMIT $cap "
+            "MATCH (a)-[r:REL]->(b) RETURN a, b, r",
+            {"eids": list(eids), "cap": cap},
+            read_only=True,
+        )
+        return [(a, b, r) for a, b, r in res.rows]

@@ -1,0 +1,204 @@
+"""The item graph of one scope: one `(:Source)` node per item, its links, and the breadth-first subgraph.
+
+A source carries `thread_id` and `parent_id` as properties (both indexed), explicit
+`relates_to` links are `[:LINKS {relation}]` edges. A link to an item that is not
+ingested (yet) points at a `ghost` node, which the walk never returns; ingesting that
+item later fills the node in, so links declared in either order connect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxstore.domain.graph_keys import SOURCE_TYPE, principal_tokens
+from ctxstore.ports.graph import GraphStore
+
+# Visibility of a source node `n` for the principals in $tokens ($all: no `acl` was sent).
+NODE_VISIBLE = "($all OR n.public OR any(t IN $tokens WHERE n.acl CONTAINS t))"
+EXPANSION_CAP = 1000  # neighbours fetched per kind of link per level; hitting it marks the answer truncated
+RELATION_ORDER = {"link": 0, "parent": 1, "child": 2, "same_thread": 3}
+
+
+@dataclass(frozen=True)
+class SourceProps:
+    item_id: str
+    title: str
+    kind: str
+    provider: str
+    external_id: str
+    thread_id: str | None
+    parent_id: str | None
+    acl: str
+    public: bool
+    timestamp: float
+
+
+def _neighbours_query() -> str:
+    ret = "RETURN id AS src, n AS node, {rel} AS rel, {kind} AS kind LIMIT $cap"
+    base = "UNWIND $ids AS id MATCH (s:Source {sid: id}) "
+    ok = f"NOT n.ghost AND {NODE_VISIBLE}"
+    return " UNION ALL ".join(
+        [
+            base + f"MATCH (s)-[l:LINKS]->(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
+            base + f"MATCH (s)<-[l:LINKS]-(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
+            base
+            + f"WITH id, s WHERE s.parent_id IS NOT NULL MATCH (n:Source {{sid: s.parent_id}}) WHERE {ok} "
+            + ret.format(rel="'parent'", kind="'parent'"),
+            base + f"MATCH (n:Source {{parent_id: id}}) WHERE {ok} " + ret.format(rel="'child'", kind="'child'"),
+            base
+            + "WITH id, s WHERE s.thread_id IS NOT NULL MATCH (n:Source {thread_id: s.thread_id}) "
+            + f"WHERE n.sid <> id AND {ok} "
+            + ret.format(rel="'same_thread'", kind="'same_thread'"),
+        ]
+    )
+
+
+NEIGHBOURS = _neighbours_query()
+
+
+def source_entity(member: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": member.get("title") or member["source_id"],
+        "type": SOURCE_TYPE,
+        "namespace": "",
+        "entity_id": member["source_id"],
+        "identifier": member["source_id"],
+        "provider": member.get("app_provider") or "",
+    }
+
+
+def structural_evidence(predicate: str, source_id: str, target_id: str, ts: float) -> dict[str, Any]:
+    return {
+        "canonical_predicate": predicate,
+        "raw_predicate": predicate,
+        "context": "",
+        "confidence": 1.0,
+        "temporal_details": None,
+        "timestamp": ts,
+        "relationship_id": "",
+        "chunk_id": "",
+        "source_entity_id": source_id,
+        "target_entity_id": target_id,
+    }
+
+
+class ItemGraph:
+    def __init__(self, graph: GraphStore) -> None:
+        self._g = graph
+
+    # ---- writes --------------------------------------------------------------------------
+    def upsert_source(self, org: str, graph: str, s: SourceProps, links: Sequence[tuple[str, str]]) -> None:
+        """The item's node with its current properties; its outgoing links replaced by `links`."""
+        self._g.query(
+            org,
+            graph,
+            "MERGE (s:Source {sid: $sid}) "
+            "SET s.ghost = false, s.title = $title, s.kind = $kind, s.provider = $provider, "
+            "s.external_id = $external_id, s.thread_id = $thread_id, s.parent_id = $parent_id, "
+            "s.acl = $acl, s.public = $public, s.ts = $ts "
+            "WITH s OPTIONAL MATCH (s)-[l:LINKS]->() DELETE l",
+            {
+                "sid": s.item_id,
+                "title": s.title,
+                "kind": s.kind,
+                "provider": s.provider,
+                "external_id": s.external_id,
+                "thread_id": s.thread_id,
+                "parent_id": s.parent_id,
+                "acl": s.acl,
+                "public": s.public,
+                "ts": s.timestamp,
+            },
+        )
+        rows = [{"id": target, "relation": relation} for target, relation in links if target != s.item_id]
+        if rows:
+            self._g.query(
+                org,
+                graph,
+                "MATCH (s:Source {sid: $sid}) UNWIND $links AS l "
+                "MERGE (t:Source {sid: l.id}) ON CREATE SET t.ghost = true, t.public = false, t.acl = '' "
+                "CREATE (s)-[:LINKS {relation: l.relation}]->(t)",
+                {"sid": s.item_id, "links": rows},
+            )
+
+    def set_access(self, org: str, graph: str, item_id: str, acl: str, public: bool) -> None:
+        self._g.query(
+            org,
+            graph,
+            "MATCH (s:Source {sid: $sid}) WHERE NOT s.ghost SET s.acl = $acl, s.public = $public",
+            {"sid": item_id, "acl": acl, "public": public},
+        )
+
+    def remove_source(self, org: str, graph: str, item_id: str) -> None:
+        """Drop the item's node and outgoing edges; a node other items still link to stays as a ghost."""
+        self._g.query(
+            org,
+            graph,
+            "MATCH (s:Source {sid: $sid}) OPTIONAL MATCH (s)-[l]->() DELETE l",
+            {"sid": item_id},
+        )
+        res = self._g.query(
+            org,
+            graph,
+            "MATCH (s:Source {sid: $sid}) OPTIONAL MATCH (x)-[:LINKS]->(s) RETURN count(x)",
+            {"sid": item_id},
+            read_only=True,
+        )
+        inbound = int(res.rows[0][0]) if res.rows else 0
+        if inbound:
+            self._g.query(
+                org,
+                graph,
+                "MATCH (s:Source {sid: $sid}) SET s.ghost = true, s.public = false, s.acl = '', "
+                "s.thread_id = null, s.parent_id = null, s.title = null",
+                {"sid": item_id},
+            )
+        else:
+            self._g.query(org, graph, "MATCH (s:Source {sid: $sid}) DELETE s", {"sid": item_id})
+
+    # ---- subgraph ------------------------------------------------------------------------
+    def start(self, org: str, graph: str, item_id: str, principals: list[str] | None) -> dict[str, Any] | None:
+        res = self._g.query(
+            org,
+            graph,
+            f"MATCH (n:Source {{sid: $sid}}) WHERE NOT n.ghost AND {NODE_VISIBLE} RETURN n",
+            {"sid": item_id, **_acl_params(principals)},
+            read_only=True,
+        )
+        return res.rows[0][0].properties if res.rows else None
+
+    def neighbours(
+        self, org: str, graph: str, ids: Sequence[str], principals: list[str] | None
+    ) -> tuple[list[tuple[str, dict[str, Any], str, str]], bool]:
+        """(from id, neighbour properties, relation, kind) for a frontier, and whether a fetch cap was hit."""
+        res = self._g.query(
+            org,
+            graph,
+            NEIGHBOURS,
+            {"ids": list(ids), "cap": EXPANSION_CAP, **_acl_params(principals)},
+            read_only=True,
+        )
+        counts: dict[str, int] = {}
+        out = []
+        for src, node, rel, kind in res.rows:
+            counts[kind] = counts.get(kind, 0) + 1
+            out.append((str(src), node.properties, str(rel), str(kind)))
+        # a kind of link is fetched by two branches at most (links in and out), each capped
+        return out, any(n >= EXPANSION_CAP for n in counts.values())
+
+    def links_among(self, org: str, graph: str, ids: Sequence[str]) -> list[tuple[str, str, str]]:
+        res = self._g.query(
+            org,
+            graph,
+            "UNWIND $ids AS id MATCH (a:Source {sid: id})-[l:LINKS]->(b:Source) WHERE b.sid IN $ids "
+            "RETURN a.sid, b.sid, l.relation",
+            {"ids": list(ids)},
+            read_only=True,
+        )
+        return [(str(a), str(b), str(r)) for a, b, r in res.rows]
+
+
+def _acl_params(principals: list[str] | None) -> dict[str, Any]:
+    return {"all": principals is None, "tokens": principal_tokens(principals or [])}
