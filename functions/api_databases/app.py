@@ -11,7 +11,7 @@ from mangum import Mangum
 
 from ctxstore.bootstrap import build_aws
 from ctxstore.config import Settings
-from ctxstore.http.app import create_app
+from ctxstore.http.factory import create_app
 from ctxstore.http.routers import databases
 from ctxstore.services.registry import build_services
 

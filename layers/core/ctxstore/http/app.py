@@ -1,4 +1,4 @@
-"""create_app: the same app for the local server (every router) and each Lambda (one router)."""
+"""The local server's app: ALL_ROUTERS, every router group. Lambdas import http.factory instead."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 
-from ctxstore import API_VERSION
-from ctxstore.http import errors
-from ctxstore.http.middleware import ConventionsMiddleware
+from ctxstore.http import factory
 from ctxstore.http.routers import (
     byog,
     context_ingest,
@@ -34,14 +32,5 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
 
 
 def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:
-    app = FastAPI(
-        title="ctxstore",
-        version=API_VERSION,
-        description="Context store for AI applications: ingestion, hybrid retrieval, graphs, connectors, BYOG.",
-    )
-    app.state.services = services
-    for router in routers:
-        app.include_router(router)
-    errors.install(app)
-    app.add_middleware(ConventionsMiddleware, keys=services.keys, limiter=services.limiter)
-    return app
+    """Every router by default (the local server). Lambdas use http.factory.create_app with their group only."""
+    return factory.create_app(services, routers)

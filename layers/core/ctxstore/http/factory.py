@@ -1,0 +1,30 @@
+"""create_app for a given set of routers, importing none itself.
+
+Each Lambda builds its app here with only its own router group, so a cold start loads that group's
+routers alone; `ctxstore.http.app` adds every router for the local server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fastapi import APIRouter, FastAPI
+
+from ctxstore import API_VERSION
+from ctxstore.http import errors
+from ctxstore.http.middleware import ConventionsMiddleware
+from ctxstore.services.registry import Services
+
+
+def create_app(services: Services, routers: Sequence[APIRouter]) -> FastAPI:
+    app = FastAPI(
+        title="ctxstore",
+        version=API_VERSION,
+        description="Context store for AI applications: ingestion, hybrid retrieval, graphs, connectors, BYOG.",
+    )
+    app.state.services = services
+    for router in routers:
+        app.include_router(router)
+    errors.install(app)
+    app.add_middleware(ConventionsMiddleware, keys=services.keys, limiter=services.limiter)
+    return app
