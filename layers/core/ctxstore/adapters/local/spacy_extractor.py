@@ -107,6 +107,20 @@ class SpacyExtractor:
                 entities.setdefault(key, ExtractedEntity(key=key, name=name, type=etype))
                 for tok in ent:
                     by_root[tok.i] = key
+            for tok in sent:  # proper nouns the recogniser missed ("Salesforce acquired Slack")
+                if tok.pos_ != "PROPN" or tok.i in by_root or tok.dep_ == "compound" or tok.ent_type_:
+                    continue
+                parts = [t for t in tok.subtree if t.dep_ == "compound" and t.pos_ == "PROPN" and t.i < tok.i]
+                first = min([tok.i, *(t.i for t in parts)])
+                if any(i in by_root for i in range(first, tok.i)):
+                    continue
+                name = sent.doc[first : tok.i + 1].text.strip()
+                if not normalize_name(name):
+                    continue
+                key = f"other:{normalize_name(name)}"
+                entities.setdefault(key, ExtractedEntity(key=key, name=name, type="other"))
+                for i in range(first, tok.i + 1):
+                    by_root[i] = key
             if len(set(by_root.values())) < 2:
                 continue
             temporal = self._temporal(sent)

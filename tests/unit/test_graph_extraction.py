@@ -1,0 +1,100 @@
+"""Entity/relation extraction: the offline spaCy extractor, canonical predicates, the optional LLM extractor."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from ctxstore.adapters.local.llm_extractor import LlmExtractor
+from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+from ctxstore.domain.graph_keys import canonical_predicate, entity_id, normalize_name
+
+
+def _rels(text: str) -> dict[tuple[str, str], tuple[str, str, str | None]]:
+    x = SpacyExtractor().extract(text)
+    names = {e.key: e.name for e in x.entities}
+    return {
+        (names[r.source], names[r.target]): (r.raw_predicate, r.canonical_predicate, r.temporal_details)
+        for r in x.relations
+    }
+
+
+def test_subject_object_with_date_and_sentence_context() -> None:
+    x = SpacyExtractor().extract("Ada Lovelace joined Acme Corp in March 2024 as an engineer. It rained.")
+    types = {e.name: e.type for e in x.entities}
+    assert types == {"Ada Lovelace": "person", "Acme Corp": "organization"}
+    [r] = x.relations
+    assert (r.raw_predicate, r.canonical_predicate, r.temporal_details) == ("joined", "works_at", "in March 2024")
+    assert r.context == "Ada Lovelace joined Acme Corp in March 2024 as an engineer."
+    assert 0 < r.confidence <= 1
+
+
+def test_passive_agent_conjuncts_and_copula_noun() -> None:
+    assert _rels("Google was founded by Larry Page and Sergey Brin in 1998.") == {
+        ("Google", "Larry Page"): ("was founded by", "founded_by", "in 1998"),
+        ("Google", "Sergey Brin"): ("was founded by", "founded_by", "in 1998"),
+    }
+    assert _rels("Tim Cook is the CEO of Apple.") == {("Tim Cook", "Apple"): ("is CEO of", "ceo_of", None)}
+
+
+def test_no_relation_without_two_entities() -> None:
+    assert SpacyExtractor().extract("The meeting was productive and we agreed on a plan.").relations == []
+
+
+def test_canonical_predicates_and_entity_keys() -> None:
+    assert canonical_predicate("is employed by") == "works_at"
+    assert canonical_predicate("was acquired by") == "acquired_by"
+    assert canonical_predicate("relies on") == "depends_on"
+    assert canonical_predicate("mentors") == "mentors"
+    assert normalize_name("  The ACME Corp. ") == "acme corp"
+    assert entity_id("Acme Corp", "organization", "") == entity_id("the acme corp", "Organization", "")
+    assert entity_id("Acme Corp", "organization", "") != entity_id("Acme Corp", "person", "")
+    assert entity_id("Acme Corp", "organization", "a") != entity_id("Acme Corp", "organization", "b")
+
+
+def test_annotated_set_quality_floor() -> None:
+    from bench.graph.run import evaluate_extraction
+
+    r = evaluate_extraction()
+    assert r["sentences"] >= 200
+    assert r["precision"] >= 0.85 and r["recall"] >= 0.8, r
+
+
+def test_llm_extractor_over_a_fake_openai_endpoint() -> None:
+    seen: list[dict[str, object]] = []
+    answer = {
+        "entities": [{"key": "e1", "name": "Ada", "type": "person"}, {"key": "e2", "name": "Acme", "type": "org"}],
+        "relations": [
+            {
+                "source": "e1",
+                "target": "e2",
+                "predicate": "works at",
+                "context": "Ada works at Acme.",
+                "confidence": 0.8,
+                "temporal_details": "since 2024",
+            },
+            {"source": "e1", "target": "nobody", "predicate": "knows"},
+        ],
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        assert request.url.path == "/v1/chat/completions"
+        assert request.headers["Authorization"] == "Bearer k"
+        return httpx.Response(200, json={"choices": [{"message": {"content": json.dumps(answer)}}]})
+
+    x = LlmExtractor("http://llm.test/v1", "m", api_key="k", transport=httpx.MockTransport(handler))
+    out = x.extract("Ada works at Acme.")
+    assert seen and seen[0]["model"] == "m"
+    assert [e.name for e in out.entities] == ["Ada", "Acme"]
+    [r] = out.relations
+    assert (r.canonical_predicate, r.temporal_details, r.confidence) == ("works_at", "since 2024", 0.8)
+
+
+def test_llm_extractor_drops_malformed_answers() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"choices": [{"message": {"content": "not json"}}]})
+
+    x = LlmExtractor("http://llm.test/v1", "m", transport=httpx.MockTransport(handler))
+    assert x.extract("text").relations == []
