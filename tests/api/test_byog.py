@@ -310,6 +310,13 @@ def test_numeric_parameter_names(app: LocalApp) -> None:
     assert_fail(q(app, db, "RETURN $1 AS x"), 400, "INVALID_PARAMETERS", "$1")
 
 
+def test_octal_literals_and_final_semicolon(app: LocalApp) -> None:
+    # openCypher forms the engine's parser lacks; the service spells them in forms it knows
+    db = fresh_db(app)
+    assert rows(app, db, "RETURN 0o17 AS a, -0o1 AS b, [0o10] AS c;") == [{"a": 15, "b": -1, "c": [8]}]
+    assert_fail(q(app, db, "CREATE (:A); MATCH (n) DETACH DELETE n"), 400, "INVALID_PARAMETERS", "one statement")
+
+
 def test_deep_nesting_is_refused_before_it_reaches_the_engine(app: LocalApp) -> None:
     # The engine's parser doubles its work per nesting level and no timeout covers parsing: 40 levels never finish.
     db = fresh_db(app)

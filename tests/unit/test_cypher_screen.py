@@ -130,3 +130,11 @@ def test_queries_the_engine_parser_cannot_finish_in_budget_are_rejected(query: s
 )
 def test_ordinary_and_tck_queries_are_not_costly(query: str) -> None:
     assert parse_cost(tokenize(query)) <= MAX_PARSE_COST
+
+
+def test_octal_literals_and_a_final_semicolon_are_spelled_for_the_engine() -> None:
+    s = screen("RETURN 0o17 AS a, -0o777777777777777777777 AS b, '0o17' AS c, 0x1F AS d;")
+    assert s.query == "RETURN 15 AS a, -9223372036854775807 AS b, '0o17' AS c, 0x1F AS d"
+    assert screen("RETURN ';' AS s // ;").query == "RETURN ';' AS s // ;"
+    with pytest.raises(QueryRejected, match="one statement"):
+        screen("CREATE (a); MATCH (n) DETACH DELETE n")

@@ -2,7 +2,7 @@
 
 It understands string literals (single and double quotes, backslash escapes),
 backtick-quoted identifiers (a doubled backtick escapes one), line (`//`) and block
-(`/* */`) comments, parameters (`$name`, `$0`, `` $`odd name` ``), numbers, and the
+(`/* */`) comments, parameters (`$name`, `$0`, `` $`odd name` ``), numbers (decimal, `0x` hex, `0o` octal), and the
 multi-character operators. Text inside strings and comments never becomes a keyword.
 """
 
@@ -170,6 +170,11 @@ def _number(src: str, i: int) -> int:
     if src.startswith(("0x", "0X"), i):
         j = i + 2
         while j < n and src[j] in "0123456789abcdefABCDEF":
+            j += 1
+        return j
+    if src.startswith(("0o", "0O"), i):
+        j = i + 2
+        while j < n and src[j] in "01234567":
             j += 1
         return j
     while j < n and src[j].isdigit():

@@ -50,7 +50,7 @@ class DeleteCheck:
 
 @dataclass
 class Screened:
-    query: str  # the text to send: the caller's, with `$1`-style parameters quoted for the engine
+    query: str  # the text to send: the caller's, with `$1`, `0o` octals and a final ';' spelled for the engine
     tokens: list[Token]
     is_write: bool
     delete_check: DeleteCheck | None = None
@@ -99,7 +99,7 @@ def screen(query: str) -> Screened:
         raise QueryRejected(f"the query could not be read: {exc}") from None
     if not tokens:
         raise QueryRejected("'query' is empty; send an openCypher statement")
-    query, tokens = _quote_numeric_params(query, tokens)
+    query, tokens = _engine_text(query, tokens)
     if parse_cost(tokens) > MAX_PARSE_COST:
         raise QueryRejected(
             "the query nests too deeply (brackets, CASE blocks or runs of NOT / signs about 20 levels deep); "
@@ -172,20 +172,32 @@ def screen(query: str) -> Screened:
     return result
 
 
-def _quote_numeric_params(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:
-    """openCypher allows `$1`; the engine's parser only takes it quoted (`` $`1` ``), which means the same."""
-    numeric = [t for t in tokens if t.kind is Kind.PARAM and query[t.start + 1 : t.start + 2].isdigit()]
-    if not numeric:
+def _engine_text(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:
+    """Spell what the engine's parser lacks in forms it knows, on tokens (strings and comments untouched):
+    `$1` parameters as `` $`1` ``, `0o17` octal integers in decimal, and no final `;`; all mean the same."""
+    edits: list[tuple[Token, str]] = []
+    for k, t in enumerate(tokens):
+        if _is_sym(t, ";"):
+            if k != len(tokens) - 1:
+                raise QueryRejected("send one statement per query; ';' may only end it")
+            edits.append((t, ""))  # a final ';' ends the statement; the engine takes it for a second one
+        elif t.kind is Kind.PARAM and query[t.start + 1 : t.start + 2].isdigit():
+            edits.append((t, f"$`{t.text}`"))
+        elif t.kind is Kind.NUMBER and t.text[:2] in ("0o", "0O"):
+            if len(t.text) == 2:
+                raise QueryRejected(f"the octal number at offset {t.start} has no digits")
+            edits.append((t, str(int(t.text[2:], 8))))
+    if not edits:
         return query, tokens
     out: list[str] = []
     pos = 0
-    for t in numeric:
+    for t, text in edits:
         out.append(query[pos : t.start])
-        out.append(f"$`{t.text}`")
+        out.append(text)
         pos = t.end
     out.append(query[pos:])
-    text = "".join(out)
-    return text, tokenize(text)
+    rewritten = "".join(out)
+    return rewritten, tokenize(rewritten)
 
 
 def _dotted_name(tokens: list[Token], i: int) -> str:
