@@ -50,6 +50,7 @@ EXPECTED: dict[str, int] = {
     "api_context_items_list": 200,
     "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one
     "api_webhooks_list": 200,
+    "api_graphs_relations": 503,  # graph reads need the Neptune adapter (not built yet: docs/aws.md)
 }
 
 

@@ -133,6 +133,12 @@ def test_least_privilege_policies() -> None:
         for policy in fn["Properties"].get("Policies", []):
             assert isinstance(policy, dict), f"{logical_id}: use scoped SAM policy templates, not managed policies"
             (name, scope), = policy.items()
+            if name == "Statement":  # services without a SAM policy template: aoss, neptune-graph, bedrock
+                for stmt in scope:
+                    actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
+                    assert stmt["Effect"] == "Allow" and not any(a.endswith("*") for a in actions), (logical_id, stmt)
+                    assert isinstance(stmt["Resource"], dict), f"{logical_id}: {actions} must name its resource"
+                continue
             assert name in {"DynamoDBCrudPolicy", "DynamoDBReadPolicy", "S3CrudPolicy", "S3ReadPolicy",
                             "SQSSendMessagePolicy", "SQSPollerPolicy", "StepFunctionsExecutionPolicy"}, name
             assert all(isinstance(v, dict) for v in scope.values()), f"{logical_id}: {name} must reference a resource"
@@ -183,3 +189,25 @@ def test_deps_layer_matches_the_lock_and_holds_no_local_only_packages(tmp_path: 
 @pytest.mark.parametrize("path", ["samconfig.toml"])
 def test_samconfig_present(path: str) -> None:
     assert (ROOT / path).is_file()
+
+
+def test_search_collection_and_graph_store() -> None:
+    res = template()["Resources"]
+    coll = res["SearchCollection"]
+    assert coll["Properties"]["Type"] == "VECTORSEARCH"
+    assert set(coll["DependsOn"]) == {"SearchEncryptionPolicy", "SearchNetworkPolicy"}
+    assert res["SearchEncryptionPolicy"]["Properties"]["Type"] == "encryption"
+    assert res["SearchNetworkPolicy"]["Properties"]["Type"] == "network"
+    access = res["SearchAccessPolicy"]["Properties"]
+    assert access["Type"] == "data"
+    # Exactly the roles of functions that are granted aoss:APIAccessAll may use the indexes.
+    granted = {
+        logical_id for logical_id, fn in _functions().items()
+        for p in fn["Properties"].get("Policies", [])
+        if "Statement" in p and any(st["Action"] == "aoss:APIAccessAll" for st in p["Statement"])
+    }
+    principals = set(re.findall(r"\$\{(\w+)Role\.Arn\}", access["Policy"]["Sub"]))
+    assert principals == granted and granted
+    graph = res["Graph"]
+    assert graph["Type"] == "AWS::NeptuneGraph::Graph" and graph["DeletionPolicy"] == "Retain"
+    assert graph["Properties"]["DeletionProtection"] is True

@@ -128,7 +128,7 @@ def build_aws(settings: Settings) -> Container:
     from ctxstore.adapters.aws.s3_blobs import S3BlobStore
     from ctxstore.adapters.local.system_clock import SystemClock  # stdlib only; shared by both backends
 
-    return Container(
+    c = Container(
         records=DynamoDbRecordStore(settings.records_table),
         blobs=S3BlobStore(
             settings.blob_bucket, sse=settings.blob_sse, kms_key_id=settings.blob_kms_key_id or None
@@ -138,6 +138,12 @@ def build_aws(settings: Settings) -> Container:
         options=options_from(settings),
         workflow=build_aws_workflow(settings),
     )
+    _add_webhook_sender(c)  # httpx only: webhook deliveries run in the job worker on AWS too
+    if settings.embedding_model_id:
+        from ctxstore.adapters.aws.bedrock_embedder import BedrockEmbedder
+
+        c.embedder = BedrockEmbedder(settings.embedding_model_id, dimensions=settings.embedding_dimensions)
+    return c
 
 
 def build_aws_workflow(settings: Settings) -> WorkflowStarter | None:
