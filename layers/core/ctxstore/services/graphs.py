@@ -369,7 +369,7 @@ class GraphService:
         frontier = [item_id]
         level = 0
         while frontier and level < depth and not truncated:
-            found, capped = ig.neighbours(org, graph, frontier, principals)
+            found, capped = ig.neighbours(org, graph, {f: members[f] for f in frontier}, principals)
             truncated = truncated or capped
             level += 1
             order = {sid: i for i, sid in enumerate(frontier)}
@@ -388,7 +388,7 @@ class GraphService:
             frontier = nxt
         if frontier and level >= depth and not truncated:
             # an unexpanded frontier at the depth limit: truncated if it still reaches someone new
-            found, capped = ig.neighbours(org, graph, frontier, principals)
+            found, capped = ig.neighbours(org, graph, {f: members[f] for f in frontier}, principals)
             truncated = capped or any(str(p["sid"]) not in members for _, p, _, _ in found)
         answer["sources"] = listing
         answer["max_depth_reached"] = max(m["depth"] for m in listing)

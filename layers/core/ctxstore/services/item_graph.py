@@ -36,6 +36,8 @@ class SourceProps:
 
 
 def _neighbours_query() -> str:
+    # Thread and parent values come in as parameters (pairs [from id, value]): an index seek on a
+    # property of a bound node (`{thread_id: s.thread_id}`) is not used by the engine and scans.
     ret = "RETURN id AS src, n AS node, {rel} AS rel, {kind} AS kind LIMIT $cap"
     base = "UNWIND $ids AS id MATCH (s:Source {sid: id}) "
     ok = f"NOT n.ghost AND {NODE_VISIBLE}"
@@ -43,12 +45,12 @@ def _neighbours_query() -> str:
         [
             base + f"MATCH (s)-[l:LINKS]->(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
             base + f"MATCH (s)<-[l:LINKS]-(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
-            base
-            + f"WITH id, s WHERE s.parent_id IS NOT NULL MATCH (n:Source {{sid: s.parent_id}}) WHERE {ok} "
+            "UNWIND $parents AS p WITH p[0] AS id, p[1] AS parent MATCH (n:Source {sid: parent}) "
+            + f"WHERE {ok} "
             + ret.format(rel="'parent'", kind="'parent'"),
-            base + f"MATCH (n:Source {{parent_id: id}}) WHERE {ok} " + ret.format(rel="'child'", kind="'child'"),
-            base
-            + "WITH id, s WHERE s.thread_id IS NOT NULL MATCH (n:Source {thread_id: s.thread_id}) "
+            f"UNWIND $ids AS id MATCH (n:Source {{parent_id: id}}) WHERE {ok} "
+            + ret.format(rel="'child'", kind="'child'"),
+            "UNWIND $threads AS p WITH p[0] AS id, p[1] AS thread MATCH (n:Source {thread_id: thread}) "
             + f"WHERE n.sid <> id AND {ok} "
             + ret.format(rel="'same_thread'", kind="'same_thread'"),
         ]
@@ -170,16 +172,22 @@ class ItemGraph:
         return res.rows[0][0].properties if res.rows else None
 
     def neighbours(
-        self, org: str, graph: str, ids: Sequence[str], principals: list[str] | None
+        self,
+        org: str,
+        graph: str,
+        frontier: dict[str, dict[str, Any]],
+        principals: list[str] | None,
     ) -> tuple[list[tuple[str, dict[str, Any], str, str]], bool]:
-        """(from id, neighbour properties, relation, kind) for a frontier, and whether a fetch cap was hit."""
-        res = self._g.query(
-            org,
-            graph,
-            NEIGHBOURS,
-            {"ids": list(ids), "cap": EXPANSION_CAP, **_acl_params(principals)},
-            read_only=True,
-        )
+        """(from id, neighbour properties, relation, kind) for a frontier (id -> its properties), and
+        whether a fetch cap was hit."""
+        params = {
+            "ids": list(frontier),
+            "parents": [[i, p["parent_id"]] for i, p in frontier.items() if p.get("parent_id")],
+            "threads": [[i, p["thread_id"]] for i, p in frontier.items() if p.get("thread_id")],
+            "cap": EXPANSION_CAP,
+            **_acl_params(principals),
+        }
+        res = self._g.query(org, graph, NEIGHBOURS, params, read_only=True)
         counts: dict[str, int] = {}
         out = []
         for src, node, rel, kind in res.rows:
