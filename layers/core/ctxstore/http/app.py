@@ -14,6 +14,7 @@ from ctxstore.http.routers import (
     databases,
     graphs,
     health,
+    query,
     signed_blobs,
     webhooks,
 )
@@ -25,6 +26,7 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
     context_ingest.router,
     context_items.router,
     graphs.router,
+    query.router,
     signed_blobs.router,
     byog.router,
     webhooks.router,

@@ -38,7 +38,10 @@ _SHAPE_ERRORS = (
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "form")]
+    # Only the first element names the location; a field may itself be called "query" (POST /query).
+    if loc and loc[0] in ("body", "query", "path", "header", "form"):
+        loc = loc[1:]
+    parts = [str(p) for p in loc]
     return ".".join(parts) or "body"
 
 

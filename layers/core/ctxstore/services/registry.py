@@ -12,6 +12,7 @@ from ctxstore.services.graphs import GraphService
 from ctxstore.services.ingest import IngestService
 from ctxstore.services.items import ItemService
 from ctxstore.services.keys import KeyService
+from ctxstore.services.query import QueryService
 from ctxstore.services.rate_limit import RateLimiter
 from ctxstore.services.sources import SourceService
 from ctxstore.services.status import StatusService
@@ -32,6 +33,7 @@ class Services:
     webhooks: WebhookService | None = None
     graphs: GraphService | None = None
     graph_context: GraphContextSource | None = None  # POST /query asks it for relations behind the chunks
+    query: QueryService | None = None
 
 
 def build_services(c: Container) -> Services:
@@ -67,5 +69,6 @@ def build_services(c: Container) -> Services:
         sources=sources,
         graphs=graphs,
         graph_context=graphs,
+        query=QueryService(c, databases, items, graph_context=graphs),
         webhooks=webhooks,
     )

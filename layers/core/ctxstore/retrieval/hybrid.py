@@ -1,0 +1,109 @@
+"""One retrieval pass: keyword and vector lanes over the requested stores, run concurrently.
+
+The query embedding (onnxruntime) and the FTS5 search (SQLite) both release the GIL, so the keyword
+lanes run on a worker thread while the query is embedded; the vector lanes follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxstore.ports.embedder import Embedder
+from ctxstore.ports.search_index import SearchFilter, SearchIndex, Store
+from ctxstore.retrieval.fusion import LaneHits
+
+Vector = npt.NDArray[np.float32]
+
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctxstore-retrieval")
+
+
+@dataclass(frozen=True)
+class RetrievalScope:
+    org: str
+    database: str
+    collections: Sequence[str]
+    stores: Sequence[Store]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    additional_metadata: dict[str, Any] = field(default_factory=dict)
+    item_ids: Sequence[str] | None = None
+
+    def filter(self, store: Store) -> SearchFilter:
+        return SearchFilter(
+            database=self.database,
+            collections=list(self.collections),
+            store=store,
+            metadata=self.metadata,
+            additional_metadata=self.additional_metadata,
+            item_ids=self.item_ids,
+        )
+
+
+@dataclass
+class Pass:
+    """The lanes of one query text, and the vector that was used (reused by feedback steps)."""
+
+    lanes: list[LaneHits]
+    vector: Vector | None = None
+
+
+class HybridRetriever:
+    def __init__(self, index: SearchIndex, embedder: Embedder | None) -> None:
+        self.index = index
+        self.embedder = embedder
+
+    def keyword_lanes(self, scope: RetrievalScope, text: str, operator: str, depth: int) -> list[LaneHits]:
+        return [
+            LaneHits(
+                store,
+                "keyword",
+                self.index.keyword_search(scope.org, scope.filter(store), text, limit=depth, operator=operator),
+            )
+            for store in scope.stores
+        ]
+
+    def vector_lanes(self, scope: RetrievalScope, vector: Vector, depth: int) -> list[LaneHits]:
+        return [
+            LaneHits(store, "vector", self.index.vector_search(scope.org, scope.filter(store), vector, limit=depth))
+            for store in scope.stores
+        ]
+
+    def embed(self, text: str) -> Vector | None:
+        if self.embedder is None or not text.strip():
+            return None
+        return self.embedder.embed_query(text)
+
+    def run(
+        self,
+        scope: RetrievalScope,
+        keyword_text: str,
+        vector_text: str,
+        *,
+        keyword: bool,
+        vector: bool,
+        operator: str,
+        depth: int,
+        vector_override: Vector | None = None,
+    ) -> Pass:
+        pending: Future[list[LaneHits]] | None = None
+        if keyword:
+            pending = _POOL.submit(self.keyword_lanes, scope, keyword_text, operator, depth)
+        lanes: list[LaneHits] = []
+        qvec: Vector | None = None
+        try:
+            if vector:
+                qvec = vector_override if vector_override is not None else self.embed(vector_text)
+                if qvec is not None:
+                    lanes += self.vector_lanes(scope, qvec, depth)
+        finally:
+            if pending is not None:
+                lanes = pending.result() + lanes
+        return Pass(lanes, qvec)
+
+    def with_items(self, scope: RetrievalScope, item_ids: Sequence[str]) -> RetrievalScope:
+        return replace(scope, item_ids=list(item_ids))

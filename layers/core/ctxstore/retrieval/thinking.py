@@ -1,0 +1,136 @@
+"""Thinking mode: multi-query expansion, fusion of every pass, and reranking of the fused pool.
+
+1. Expansion (offline, no LLM): the query's clauses as sub-queries (multi-hop questions ask for
+   several facts), and a keyword sub-query of the terms that best separate the first pass's top
+   chunks from the rest of its pool (RM3-style pseudo-relevance feedback, kept at a low weight).
+2. Every (sub-)query runs both lanes; the passes are fused with weights (the original query counts
+   most) into one candidate pool.
+3. Rerank: each pooled chunk is split into sentences, the sentences are embedded (cached across
+   queries) and the best sentence similarity to the query joins the fused score. A chunk embedding
+   is one average over up to 256 tokens; one sentence that states the answer is a sharper signal.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ctxstore.retrieval.fusion import Candidate, combine, fuse, ranked
+from ctxstore.retrieval.hybrid import HybridRetriever, Pass, RetrievalScope
+from ctxstore.retrieval.signals import content_terms
+
+RERANK_POOL = 30
+RERANK_WEIGHT = 0.5
+SUBQUERY_WEIGHT = 0.5
+FEEDBACK_WEIGHT = 0.15
+FEEDBACK_DOCS = 3
+FEEDBACK_TERMS = 8
+MAX_SENTENCES = 12
+MAX_SENTENCE_CHARS = 400
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])|\n{2,}")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Plan:
+    candidates: dict[str, Candidate]
+    queries: list[str]
+
+
+def clauses(query: str) -> list[str]:
+    """Sub-questions of a compound query; empty when it has fewer than two substantial clauses."""
+    parts = [p.strip() for p in re.split(r"[?;]|,\s|\band\b|\bthen\b", query) if p.strip()]
+    parts = [p for p in parts if len(content_terms(p)) >= 2]
+    return parts if len(parts) >= 2 else []
+
+
+def feedback_terms(query: str, top: Sequence[str], pool: Sequence[str], n: int = FEEDBACK_TERMS) -> list[str]:
+    """Terms frequent in the top texts and rare in the rest of the pool, not already in the query."""
+    if not top or not pool:
+        return []
+    df: Counter[str] = Counter()
+    for text in pool:
+        df.update({w.lower() for w in _WORD.findall(text)})
+    tf: dict[str, float] = {}
+    for text in top:
+        words = [w.lower() for w in _WORD.findall(text)]
+        for w, k in Counter(words).items():
+            tf[w] = tf.get(w, 0.0) + k / max(1, len(words))
+    asked = set(content_terms(query)) | {w.lower() for w in _WORD.findall(query)}
+    scored = {
+        w: tf[w] * math.log((len(pool) + 1) / (df[w] + 0.5))
+        for w in tf
+        if w not in asked and len(w) > 2 and not w.isdigit() and w in set(content_terms(w))
+    }
+    return [w for w, _ in sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+def sentences(text: str) -> list[str]:
+    parts = [p.strip()[:MAX_SENTENCE_CHARS] for p in _SENTENCE.split(text) if len(p.strip()) > 20]
+    return parts[:MAX_SENTENCES] or [text[:MAX_SENTENCE_CHARS]]
+
+
+def think(
+    r: HybridRetriever,
+    scope: RetrievalScope,
+    query: str,
+    vector_text: str,
+    first: Pass,
+    *,
+    alpha: float,
+    operator: str,
+    depth: int,
+    text_only: bool,
+) -> Plan:
+    runs: list[tuple[float, dict[str, Candidate]]] = [(1.0, fuse(first.lanes, alpha))]
+    queries = [query]
+    for sub in clauses(query):
+        p = r.run(scope, sub, sub, keyword=True, vector=not text_only, operator=operator, depth=depth)
+        runs.append((SUBQUERY_WEIGHT, fuse(p.lanes, alpha)))
+        queries.append(sub)
+    pool = ranked(combine(runs).values())[:RERANK_POOL]
+    texts = {d.chunk_id: d.text for d in r.index.get_chunks(scope.org, [c.chunk_id for c in pool])}
+    if operator == "or" and FEEDBACK_WEIGHT > 0:
+        terms = feedback_terms(
+            query, [texts.get(c.chunk_id, "") for c in pool[:FEEDBACK_DOCS]], [texts.get(c.chunk_id, "") for c in pool]
+        )
+        if terms:
+            expanded = f"{query} {' '.join(terms)}"
+            p = r.run(scope, expanded, vector_text, keyword=True, vector=False, operator="or", depth=depth)
+            runs.append((FEEDBACK_WEIGHT, fuse(p.lanes, 0.0)))
+            queries.append(expanded)
+            pool = ranked(combine(runs).values())[:RERANK_POOL]
+            missing = [c.chunk_id for c in pool if c.chunk_id not in texts]
+            texts.update({d.chunk_id: d.text for d in r.index.get_chunks(scope.org, missing)})
+    merged = combine(runs)
+    if not text_only and first.vector is not None and r.embedder is not None and pool:
+        rerank(r, first.vector, pool, texts)
+        for c in pool:
+            merged[c.chunk_id] = c
+    return Plan(merged, queries)
+
+
+def rerank(r: HybridRetriever, qvec: np.ndarray, pool: list[Candidate], texts: dict[str, str]) -> None:
+    """Fused score (max-normalised) + RERANK_WEIGHT x best-sentence cosine (max-normalised), in place."""
+    assert r.embedder is not None
+    owners: list[int] = []
+    batch: list[str] = []
+    for i, c in enumerate(pool):
+        for s in sentences(texts.get(c.chunk_id, "")):
+            owners.append(i)
+            batch.append(s)
+    if not batch:
+        return
+    sims = r.embedder.embed_documents(batch) @ qvec.reshape(-1)
+    best = np.full(len(pool), -1.0, dtype=np.float32)
+    np.maximum.at(best, np.asarray(owners), sims.astype(np.float32))
+    top_fused = max(c.score for c in pool) or 1.0
+    top_sim = float(best.max()) or 1.0
+    for c, sim in zip(pool, best.tolist(), strict=True):
+        c.score = c.score / top_fused + RERANK_WEIGHT * max(sim, 0.0) / top_sim

@@ -1,0 +1,235 @@
+"""POST /query request rules: field values, scope selection, metadata filters.
+
+A wrong JSON type or a missing field is 400 INVALID_PARAMETERS (the route's model); a well-typed
+value outside its rule (an unknown enum value, a number out of range, too many collections, a weight
+with two decimals) is 422 VALIDATION_ERROR, as docs/api.md decides for every route. Filter keys the
+schema does not let anyone match are 400, like undeclared metadata keys at ingest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxstore.domain import metadata_schema as ms
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.scopes import validate_collection_name
+from ctxstore.ports.search_index import Store
+
+MAX_COLLECTIONS = 100
+MAX_RESULTS = 100
+DEFAULT_MAX_RESULTS = 10
+MAX_RELATED_CHUNKS = 10
+MAX_FILTER_BYTES = 64 * 1024
+MAX_FILTER_VALUES = 500
+MAX_IDS = 1000
+MAX_QUERY_CHARS = 10_000
+
+TYPES = ("knowledge", "memory", "all")
+QUERY_BY = ("hybrid", "text")
+OPERATORS = ("or", "and", "phrase")
+MODES = ("fast", "thinking", "auto")
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(ErrorCode.INVALID_PARAMETERS, message)
+
+
+def _rule(message: str) -> ApiError:
+    return ApiError(ErrorCode.VALIDATION_ERROR, message)
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    database: str
+    query: str
+    collections: dict[str, float]  # collection -> relative weight (max weight is 1.0)
+    stores: tuple[Store, ...]
+    query_by: str = "hybrid"
+    operator: str = "or"
+    mode: str = "auto"
+    alpha: float | None = None  # None: auto
+    max_results: int = DEFAULT_MAX_RESULTS
+    metadata: dict[str, Any] = field(default_factory=dict)
+    additional_metadata: dict[str, Any] = field(default_factory=dict)
+    graph_context: bool = True
+    query_apps: bool = False
+    recency_bias: float = 0.0
+    ids: tuple[str, ...] | None = None
+    num_related_chunks: int = 0
+    additional_context: str = ""
+    forceful_relations: bool = True
+    type: str = "knowledge"
+
+
+def _choice(name: str, value: str | None, allowed: tuple[str, ...], default: str) -> str:
+    if value is None:
+        return default
+    if value not in allowed:
+        raise _rule(f"'{name}' must be one of {', '.join(allowed)}; got '{value}'")
+    return value
+
+
+def _weight(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(f"'collections' weight of '{name}' must be a number")
+    w = float(value)
+    if not math.isfinite(w) or w <= 0:
+        raise _rule(f"'collections' weight of '{name}' must be greater than 0")
+    if abs(w * 10 - round(w * 10)) > 1e-9:
+        raise _rule(f"'collections' weight of '{name}' may have at most one decimal place; got {value}")
+    return w
+
+
+def parse_collections(collection: str | None, collections: object) -> dict[str, float]:
+    """One collection, a list (equal weights) or an object of relative weights; at most 100."""
+    if collections is None:
+        return {validate_collection_name(collection): 1.0}
+    if collection is not None:
+        raise _invalid("send either 'collection' or 'collections' (or their legacy aliases), not both")
+    if isinstance(collections, list):
+        if not collections:
+            raise _rule("'collections' must name at least one collection")
+        if len(collections) > MAX_COLLECTIONS:
+            raise _rule(f"'collections' may name at most {MAX_COLLECTIONS} collections; got {len(collections)}")
+        names = [validate_collection_name(c, "collections") if isinstance(c, str) else None for c in collections]
+        if any(n is None for n in names):
+            raise _invalid("'collections' list items must be strings")
+        return {str(n): 1.0 for n in names}
+    if isinstance(collections, dict):
+        if not collections:
+            raise _rule("'collections' must name at least one collection")
+        if len(collections) > MAX_COLLECTIONS:
+            raise _rule(f"'collections' may name at most {MAX_COLLECTIONS} collections; got {len(collections)}")
+        weights = {validate_collection_name(k, "collections"): _weight(k, v) for k, v in collections.items()}
+        top = max(weights.values())
+        return {k: w / top for k, w in weights.items()}
+    raise _invalid("'collections' must be a list of collection ids or an object of collection id to weight")
+
+
+def parse_alpha(value: object) -> float | None:
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise _invalid("'alpha' must be a number from 0.0 to 1.0 or \"auto\"")
+    if isinstance(value, str):
+        raise _rule(f"'alpha' must be a number from 0.0 to 1.0 or \"auto\"; got '{value}'")
+    if not (0.0 <= float(value) <= 1.0):
+        raise _rule(f"'alpha' must be from 0.0 to 1.0; got {value}")
+    return float(value)
+
+
+def _filter_values(where: str, value: object) -> list[Any]:
+    values = value if isinstance(value, list) else [value]
+    if len(values) > MAX_FILTER_VALUES:
+        raise _invalid(f"'{where}' may list at most {MAX_FILTER_VALUES} values; got {len(values)}")
+    if isinstance(value, list) and not values:
+        raise _rule(f"'{where}' must list at least one value")
+    for v in values:
+        if isinstance(v, dict | list):
+            raise _invalid(f"'{where}' values must be strings, numbers, booleans or null")
+    return values
+
+
+def parse_metadata_filters(raw: object, schema: list[ms.FieldDef]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(schema metadata filters, additional_metadata filters). `document_metadata` is the legacy nested key."""
+    if raw is None:
+        return {}, {}
+    if not isinstance(raw, dict):
+        raise _invalid("'metadata_filters' must be an object")
+    size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_FILTER_BYTES:
+        raise _invalid(f"'metadata_filters' is {size} bytes; at most {MAX_FILTER_BYTES} are accepted")
+    nested: dict[str, Any] = {}
+    for key in ("additional_metadata", "document_metadata"):
+        if key not in raw:
+            continue
+        sub = raw[key]
+        if not isinstance(sub, dict):
+            raise _invalid(f"'metadata_filters.{key}' must be an object")
+        for k, v in sub.items():
+            _filter_values(f"metadata_filters.{key}.{k}", v)
+            if k in nested and nested[k] != v:
+                raise _invalid(
+                    f"'metadata_filters.additional_metadata.{k}' and its legacy alias"
+                    f" 'metadata_filters.document_metadata.{k}' differ"
+                )
+            nested[k] = v
+    by_name = {f.name: f for f in schema}
+    top: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in ("additional_metadata", "document_metadata"):
+            continue
+        fd = by_name.get(key)
+        if fd is None:
+            raise _invalid(
+                f"'metadata_filters' key '{key}' is not declared in the database metadata schema;"
+                " free-form fields go under 'metadata_filters.additional_metadata'"
+            )
+        if not fd.enable_match:
+            raise _invalid(f"'metadata_filters' key '{key}' is declared with enable_match=false and cannot be matched")
+        values = _filter_values(f"metadata_filters.{key}", value)
+        if isinstance(value, list) and fd.data_type is not ms.DataType.VARCHAR:
+            raise _rule(f"'metadata_filters.{key}': a list of values is accepted for VARCHAR fields only")
+        if fd.data_type not in (ms.DataType.ARRAY, ms.DataType.JSON):
+            for v in values:
+                if v is not None:
+                    ms.validate_metadata(schema, {key: v}, "metadata_filters")
+        top[key] = value
+    return top, nested
+
+
+def stores_of(type_: str) -> tuple[Store, ...]:
+    if type_ == "all":
+        return ("knowledge", "memory")
+    return ("memory",) if type_ == "memory" else ("knowledge",)
+
+
+def build_request(body: dict[str, Any], schema: list[ms.FieldDef]) -> QueryRequest:
+    """Validate the route's already-typed body into a QueryRequest."""
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise _invalid("'query' is required and must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise _rule(f"'query' may be at most {MAX_QUERY_CHARS} characters")
+    type_ = _choice("type", body.get("type"), TYPES, "knowledge")
+    max_results = body.get("max_results")
+    if max_results is None:
+        max_results = DEFAULT_MAX_RESULTS
+    elif not 1 <= max_results <= MAX_RESULTS:
+        raise _rule(f"'max_results' must be from 1 to {MAX_RESULTS}; got {max_results}")
+    related = body.get("num_related_chunks") or 0
+    if not 0 <= related <= MAX_RELATED_CHUNKS:
+        raise _rule(f"'num_related_chunks' must be from 0 to {MAX_RELATED_CHUNKS}; got {related}")
+    recency = body.get("recency_bias") or 0.0
+    if not (math.isfinite(recency) and 0.0 <= recency <= 1.0):
+        raise _rule(f"'recency_bias' must be from 0.0 (off) to 1.0; got {recency}")
+    ids = body.get("ids")
+    if ids is not None:
+        if len(ids) > MAX_IDS:
+            raise _rule(f"'ids' may list at most {MAX_IDS} ids; got {len(ids)}")
+        ids = tuple(dict.fromkeys(ids)) or None  # empty: the whole scope, as the reference says
+    md, amd = parse_metadata_filters(body.get("metadata_filters"), schema)
+    return QueryRequest(
+        database=str(body["database"]),
+        query=query,
+        collections=parse_collections(body.get("collection"), body.get("collections")),
+        stores=stores_of(type_),
+        type=type_,
+        query_by=_choice("query_by", body.get("query_by"), QUERY_BY, "hybrid"),
+        operator=_choice("operator", body.get("operator"), OPERATORS, "or"),
+        mode=_choice("mode", body.get("mode"), MODES, "auto"),
+        alpha=parse_alpha(body.get("alpha")),
+        max_results=int(max_results),
+        metadata=md,
+        additional_metadata=amd,
+        graph_context=body.get("graph_context") is not False,
+        query_apps=bool(body.get("query_apps")),
+        recency_bias=float(recency),
+        ids=ids,
+        num_related_chunks=int(related),
+        additional_context=(body.get("additional_context") or "").strip(),
+        forceful_relations=body.get("query_forceful_relations") is not False,
+    )
