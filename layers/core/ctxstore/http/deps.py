@@ -1,4 +1,8 @@
-"""FastAPI dependencies: the request context, the caller, the services."""
+"""FastAPI dependencies: the request context, the caller, the services.
+
+`async def` although nothing awaits: FastAPI runs a plain `def` dependency in the worker-thread
+pool, one thread hop (~0.1-0.3 ms on 2 busy cores) per dependency per request for a dict lookup.
+"""
 
 from __future__ import annotations
 
@@ -12,18 +16,18 @@ from ctxstore.services.principal import Principal
 from ctxstore.services.registry import Services
 
 
-def context(request: Request) -> RequestContext:
+async def context(request: Request) -> RequestContext:
     return get_context(request.scope)
 
 
-def principal(request: Request) -> Principal:
+async def principal(request: Request) -> Principal:
     p = get_context(request.scope).principal
     if p is None:  # only public routes run without one, and they do not ask for it
         raise ApiError(ErrorCode.UNAUTHORIZED, "authentication required")
     return p
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
     svc: Services = request.app.state.services
     return svc
 

@@ -170,6 +170,7 @@ class ConventionsMiddleware:
                 body = json.dumps(normalized).encode()
                 headers = MutableHeaders(scope=scope)
                 headers["content-length"] = str(len(body))
+            ctx_state["json_body"] = normalized  # routes that read bodies themselves need not parse them again
         sent = False
 
         async def replay() -> Message:

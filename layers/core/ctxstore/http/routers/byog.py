@@ -55,6 +55,9 @@ async def read_body(request: Request) -> dict[str, Any]:
     state = request.scope.get("state") or {}
     if int(state.get("raw_body_size", 0)) > MAX_BODY_BYTES:
         raise _too_large()
+    parsed = state.get("json_body")
+    if isinstance(parsed, dict):  # the middleware parsed it already (a JSON object body, within limits)
+        return parsed
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
