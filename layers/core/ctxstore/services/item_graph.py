@@ -39,12 +39,12 @@ def _neighbours_query() -> str:
     # Thread and parent values come in as parameters (pairs [from id, value]): an index seek on a
     # property of a bound node (`{thread_id: s.thread_id}`) is not used by the engine and scans.
     ret = "RETURN id AS src, n AS node, {rel} AS rel, {kind} AS kind LIMIT $cap"
-    base = "UNWIND $ids AS id MATCH (s:Source {sid: id}) "
+    base = "UNWIND $ids AS id MATCH (s:Source {sid: id}) WITH id, s MATCH (s)"  # WITH: start from s
     ok = f"NOT n.ghost AND {NODE_VISIBLE}"
     return " UNION ALL ".join(
         [
-            base + f"MATCH (s)-[l:LINKS]->(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
-            base + f"MATCH (s)<-[l:LINKS]-(n:Source) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
+            base + f"-[l:LINKS]->(n) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
+            base + f"<-[l:LINKS]-(n) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
             "UNWIND $parents AS p WITH p[0] AS id, p[1] AS parent MATCH (n:Source {sid: parent}) "
             + f"WHERE {ok} "
             + ret.format(rel="'parent'", kind="'parent'"),
@@ -200,7 +200,7 @@ class ItemGraph:
         res = self._g.query(
             org,
             graph,
-            "UNWIND $ids AS id MATCH (a:Source {sid: id})-[l:LINKS]->(b:Source) WHERE b.sid IN $ids "
+            "UNWIND $ids AS id MATCH (a:Source {sid: id}) WITH a MATCH (a)-[l:LINKS]->(b) WHERE b.sid IN $ids "
             "RETURN a.sid, b.sid, l.relation",
             {"ids": list(ids)},
             read_only=True,
