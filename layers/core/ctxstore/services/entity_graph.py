@@ -114,7 +114,7 @@ class EntityGraph:
         mentioned = self._g.query(
             org,
             graph,
-            "MATCH (s:Source {sid: $id})-[:MENTIONS]->(e:Entity) RETURN e.eid",
+            "MATCH (s:Source {sid: $id}) WITH s MATCH (s)-[:MENTIONS]->(e) RETURN e.eid",
             {"id": item_id},
             read_only=True,
         )
@@ -123,7 +123,9 @@ class EntityGraph:
             self._g.query(org, graph, "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id DELETE r", {"id": item_id})
             self._rescore(org, graph, pairs)
         if mentioned.rows:
-            self._g.query(org, graph, "MATCH (s:Source {sid: $id})-[m:MENTIONS]->() DELETE m", {"id": item_id})
+            self._g.query(
+                org, graph, "MATCH (s:Source {sid: $id}) WITH s MATCH (s)-[m:MENTIONS]->() DELETE m", {"id": item_id}
+            )
         for start in range(0, len(eids), BATCH):
             self._g.query(
                 org,
@@ -142,9 +144,7 @@ class EntityGraph:
         access: ItemAccess,
     ) -> int:
         ents = {e.eid: e for e in entities}
-        rows = [
-            {"eid": e.eid, "name": e.name, "type": e.type, "namespace": e.namespace} for e in ents.values()
-        ]
+        rows = [{"eid": e.eid, "name": e.name, "type": e.type, "namespace": e.namespace} for e in ents.values()]
         for start in range(0, len(rows), BATCH):
             self._g.query(
                 org,
@@ -287,9 +287,7 @@ class EntityGraph:
             group["truncated"] = True
         return group
 
-    def item_groups(
-        self, org: str, graph: str, item_id: str, *, principals: list[str] | None
-    ) -> list[dict[str, Any]]:
+    def item_groups(self, org: str, graph: str, item_id: str, *, principals: list[str] | None) -> list[dict[str, Any]]:
         """Every triplet group of one item's evidence, ranked by summed confidence."""
         vis = f" AND {REL_VISIBLE}" if principals is not None else ""
         res = self._g.query(
@@ -309,7 +307,7 @@ class EntityGraph:
         res = self._g.query(
             org,
             graph,
-            "UNWIND $ids AS id MATCH (s:Source {sid: id})-[:MENTIONS]->(e:Entity) "
+            "UNWIND $ids AS id MATCH (s:Source {sid: id}) WITH id, s MATCH (s)-[:MENTIONS]->(e) "
             "RETURN id, e ORDER BY id, e.eid LIMIT $cap",
             {"ids": list(item_ids), "cap": cap},
             read_only=True,
