@@ -28,7 +28,7 @@ def test_stuck_query_times_out_and_the_engine_is_restarted(tmp_path: Path) -> No
         started = time.monotonic()
         with pytest.raises(GraphTimeout):
             store.query("org", "other", stuck, read_only=True, timeout_ms=500)
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 20
         assert engine.pid not in (None, pid) and engine.restarts == 1
         res = store.query("org", "kept", "MATCH (n:N) RETURN count(n) AS c, sum(n.i) AS s", read_only=True)
         assert res.rows == [[100, 5050.0]]

@@ -299,8 +299,12 @@ class FalkorEngine:
             if proc is None or proc.poll() is not None or self._stopping.is_set():
                 return
             log.error("graph engine (pid %s) wedged (%s); killing it for a restart", proc.pid, why)
+            before = self.restarts
             proc.kill()
-        self.wait_ready(60)
+        deadline = time.monotonic() + 60  # until the supervisor has spawned the new process and it answers
+        while self.restarts == before and time.monotonic() < deadline and not self._stopping.is_set():
+            time.sleep(0.01)
+        self.wait_ready(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Clean shutdown: SIGTERM makes redis fsync the AOF and write a final RDB snapshot."""
