@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import SearchIndex
@@ -21,4 +22,24 @@ def _sqlite(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     return index, index.close
 
 
-SEARCH_INDEXES: dict[str, Factory] = {"sqlite": _sqlite}
+_COLLECTIONS: dict[Path, Any] = {}
+
+
+def _opensearch(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
+    """The OpenSearch Serverless adapter over the real opensearch-py stack (SigV4 signing included), answered by
+    an in-memory collection kept per folder (tests/aws/fake_opensearch.py; its limits are listed there)."""
+    from botocore.credentials import Credentials
+
+    from ctxstore.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+    from tests.aws.fake_opensearch import FakeCollection, RecordingAdapter, connection_class
+
+    collection = _COLLECTIONS.setdefault(folder, FakeCollection())
+    adapter = RecordingAdapter(collection)
+    client = opensearch_client(
+        "https://abc123.us-east-1.aoss.amazonaws.com", "us-east-1", Credentials("AKIDTEST", "secret"),
+        connection_class=connection_class(adapter),
+    )
+    return OpenSearchIndex(client, dimension=8), client.close
+
+
+SEARCH_INDEXES: dict[str, Factory] = {"sqlite": _sqlite, "opensearch": _opensearch}
