@@ -18,7 +18,9 @@ class SqliteDb:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[sqlite3.Connection] = []
+        # Each connection with the thread that owns it: threads of a pool come and go (anyio recycles idle
+        # ones), so a dead thread's connection is closed when the next one opens instead of leaking its fd.
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -30,8 +32,19 @@ class SqliteDb:
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         conn.execute("PRAGMA foreign_keys=ON")
         with self._lock:
-            self._all.append(conn)
+            alive = []
+            for owner, other in self._all:
+                if owner.is_alive():
+                    alive.append((owner, other))
+                else:
+                    _close_quietly(other)
+            alive.append((threading.current_thread(), conn))
+            self._all = alive
         return conn
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._all)
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -63,10 +76,14 @@ class SqliteDb:
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
-                try:
-                    conn.close()
-                except sqlite3.Error:
-                    pass
+            for _, conn in self._all:
+                _close_quietly(conn)
             self._all.clear()
         self._local = threading.local()
+
+
+def _close_quietly(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
