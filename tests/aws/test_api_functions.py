@@ -46,6 +46,7 @@ EXPECTED: dict[str, int] = {
     "api_databases_status": 200,
     "api_databases_create": 409,  # "acme" exists already
     "api_context_ingest": 503,  # accepted only where a state machine is configured (the ingest test has one)
+    "api_context_ingest_uploads": 201,  # a presigned S3 POST for a 30 MB file (tests/aws/test_large_uploads.py)
     "api_context_ingest_status": 404,  # FILE_NOT_FOUND: nothing ingested yet (the ingest test sees 200)
     "api_context_items_list": 200,
     "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
 class BlobNotFound(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class PresignedPost:
+    """An upload grant: the client POSTs multipart/form-data to `url` with `fields` first, then the file part."""
+
+    url: str
+    fields: dict[str, str] = field(default_factory=dict)
+    file_field: str = "file"
 
 
 class BlobStore(Protocol):
@@ -28,4 +38,10 @@ class BlobStore(Protocol):
 
     def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
         """A time-limited download URL (absolute, or a path on this server for the local backend)."""
+        ...
+
+    def presigned_post(
+        self, org: str, key: str, *, expires_in: int, max_bytes: int, content_type: str | None = None
+    ) -> PresignedPost:
+        """A time-limited grant to upload one object of 1..max_bytes bytes to exactly this key."""
         ...

@@ -15,6 +15,7 @@ from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items import GRAPH_PAYLOAD, ITEM, QUEUED, ItemRef, ItemService, new_version
 from ctxstore.services.principal import Principal
+from ctxstore.services.uploads import UploadService
 
 
 def blob_key(ref: ItemRef, version: str) -> str:
@@ -70,6 +71,7 @@ class IngestService:
         self._c = c
         self._databases = databases
         self._items = items
+        self.uploads = UploadService(c)  # large files arrive by reference (POST /context/uploads)
 
     def accept(self, principal: Principal, req: IngestRequest) -> dict[str, Any]:
         if self._c.workflow is None:

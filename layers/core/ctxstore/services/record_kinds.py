@@ -12,6 +12,10 @@ BYOG_DATABASE = "byog_database"  # org: pk "" sk database (BYOG databases, apart
 PENDING_DB_WORK = "pending_db_work"  # system: pk "" sk "<org>\x1f<database>"; recovery after a crash
 WEBHOOK = "webhook"  # org: pk "" sk API key prefix (one indexing webhook per key)
 WEBHOOK_DELIVERY = "webhook_delivery"  # org: pk API key prefix sk delivery id (time-ordered)
+UPLOAD = "upload"  # org: pk "" sk upload id; a large file staged in blobs under UPLOAD_PREFIX until ingested
+
+# Staged uploads live outside every database folder (database names start with a letter or digit).
+UPLOAD_PREFIX = "_uploads/"
 
 SEP = "\x1f"
 

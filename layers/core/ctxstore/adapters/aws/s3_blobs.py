@@ -15,13 +15,19 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code, http_status
-from ctxstore.ports.blobs import BlobNotFound
+from ctxstore.ports.blobs import BlobNotFound, PresignedPost
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects limit
+# Objects uploaded under a presigned POST carry this tag; the bucket's lifecycle rule expires them after a
+# day, so a file that was never ingested does not stay (ingestion copies it to the item's own key).
+STAGED_TAG = ("ctxstore-staged", "true")
+_STAGED_TAGGING = (
+    f"<Tagging><TagSet><Tag><Key>{STAGED_TAG[0]}</Key><Value>{STAGED_TAG[1]}</Value></Tag></TagSet></Tagging>"
+)
 
 
 class S3BlobStore:
@@ -137,3 +143,28 @@ class S3BlobStore:
         if not self.exists(org, key):
             raise BlobNotFound(key)
         return self.presigned_url(org, key, expires_in=expires_in, filename="", content_type="")
+
+    def presigned_post(
+        self, org: str, key: str, *, expires_in: int, max_bytes: int, content_type: str | None = None
+    ) -> PresignedPost:
+        """A SigV4 presigned POST whose policy pins the key, the encryption and 1..max_bytes bytes.
+
+        A presigned PUT cannot bound the size; S3 enforces a POST policy's content-length-range itself
+        (EntityTooLarge/EntityTooSmall), so the file never passes through API Gateway or Lambda.
+        """
+        fields: dict[str, str] = {"x-amz-server-side-encryption": self._sse, "tagging": _STAGED_TAGGING}
+        conditions: list[Any] = [
+            {"x-amz-server-side-encryption": self._sse},
+            {"tagging": _STAGED_TAGGING},
+            ["content-length-range", 1, int(max_bytes)],
+        ]
+        if self._sse == "aws:kms" and self._kms_key_id:
+            fields["x-amz-server-side-encryption-aws-kms-key-id"] = self._kms_key_id
+            conditions.append({"x-amz-server-side-encryption-aws-kms-key-id": self._kms_key_id})
+        if content_type:
+            fields["Content-Type"] = content_type
+            conditions.append({"Content-Type": content_type})
+        post = self._s3.generate_presigned_post(
+            self._bucket, self._key(org, key), Fields=fields, Conditions=conditions, ExpiresIn=int(expires_in)
+        )
+        return PresignedPost(url=str(post["url"]), fields={k: str(v) for k, v in post["fields"].items()})

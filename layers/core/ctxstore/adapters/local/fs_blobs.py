@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from ctxstore.ports.blobs import BlobNotFound
+from ctxstore.ports.blobs import BlobNotFound, PresignedPost
 
 
 def _segment(seg: str) -> str:
@@ -52,15 +52,12 @@ class FsBlobStore:
         root.mkdir(parents=True, exist_ok=True)
         self._signing_key = signing_key or secrets.token_bytes(32)
 
-    def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
-        """A path on this server, `/blobs/<token>`, valid for expires_in seconds."""
-        grant = {"o": org, "k": key, "e": int(time.time()) + expires_in, "f": filename, "t": content_type}
+    def _sign(self, grant: dict[str, object]) -> str:
         body = _b64(json.dumps(grant, separators=(",", ":")).encode())
         sig = _b64(hmac.new(self._signing_key, body.encode(), hashlib.sha256).digest())
-        return f"/blobs/{body}.{sig}"
+        return f"{body}.{sig}"
 
-    def verify_presigned(self, token: str, *, now: float) -> tuple[str, str, str, str] | None:
-        """(org, key, filename, content_type) of a valid, unexpired token; None otherwise."""
+    def _grant(self, token: str, *, now: float, action: str) -> dict[str, object] | None:
         body, _, sig = token.partition(".")
         expected = _b64(hmac.new(self._signing_key, body.encode(), hashlib.sha256).digest())
         if not sig or not hmac.compare_digest(sig, expected):
@@ -69,9 +66,39 @@ class FsBlobStore:
             grant = json.loads(_unb64(body))
         except ValueError:
             return None
-        if float(grant["e"]) < now:
+        # A download link never grants an upload, nor the reverse (older links carry no action: downloads).
+        if not isinstance(grant, dict) or grant.get("a", "get") != action or float(grant["e"]) < now:
+            return None
+        return grant
+
+    def presigned_url(self, org: str, key: str, *, expires_in: int, filename: str, content_type: str) -> str:
+        """A path on this server, `/blobs/<token>`, valid for expires_in seconds."""
+        grant = {"o": org, "k": key, "e": int(time.time()) + expires_in, "f": filename, "t": content_type}
+        return f"/blobs/{self._sign(grant)}"
+
+    def verify_presigned(self, token: str, *, now: float) -> tuple[str, str, str, str] | None:
+        """(org, key, filename, content_type) of a valid, unexpired download token; None otherwise."""
+        grant = self._grant(token, now=now, action="get")
+        if grant is None:
             return None
         return str(grant["o"]), str(grant["k"]), str(grant["f"]), str(grant["t"])
+
+    def presigned_post(
+        self, org: str, key: str, *, expires_in: int, max_bytes: int, content_type: str | None = None
+    ) -> PresignedPost:
+        """`POST /blobs/<token>` on this server (multipart, one `file` part), the same shape as an S3 POST."""
+        grant: dict[str, object] = {"a": "put", "o": org, "k": key, "e": int(time.time()) + expires_in, "m": max_bytes}
+        if content_type:
+            grant["t"] = content_type
+        return PresignedPost(url=f"/blobs/{self._sign(grant)}", fields={})
+
+    def verify_upload(self, token: str, *, now: float) -> tuple[str, str, int, str | None] | None:
+        """(org, key, max_bytes, content_type) of a valid, unexpired upload token; None otherwise."""
+        grant = self._grant(token, now=now, action="put")
+        if grant is None:
+            return None
+        ctype = grant.get("t")
+        return str(grant["o"]), str(grant["k"]), int(str(grant["m"])), str(ctype) if ctype else None
 
     def _path(self, org: str, key: str) -> Path:
         return self._root.joinpath(_segment(org), *(_segment(s) for s in key.split("/")))

@@ -1,9 +1,13 @@
-"""POST /context/ingest and GET /context/status."""
+"""POST /context/ingest, POST /context/uploads (large files by reference) and GET /context/status."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
@@ -27,6 +31,7 @@ _FORM_FIELDS = frozenset(
         "app_knowledge",
         "graph_payload",
         "memories",
+        "uploads",
     }
 )
 
@@ -64,6 +69,9 @@ async def ingest(request: Request, ctx: Ctx, caller: Caller, svc: Svc) -> JSONRe
     for f in files:
         assert isinstance(f, UploadFile)
         uploads.append(Upload(filename=f.filename or "", content_type=f.content_type, data=await f.read()))
+    refs = _upload_refs(_text(form.get("uploads"), "uploads"))
+    if refs:  # files sent earlier to POST /context/uploads' URL: after the file parts, in the order listed
+        uploads.extend(await run_in_threadpool(svc.ingest.uploads.resolve, caller, refs))
     req = parse_ingest(
         store_raw=_text(form.get("type"), "type"),
         database=database,
@@ -77,10 +85,35 @@ async def ingest(request: Request, ctx: Ctx, caller: Caller, svc: Svc) -> JSONRe
         classify=classify,
     )
     ctx.scope_echo["source_type"] = "memory" if req.store == "memory" else "file"
-    from starlette.concurrency import run_in_threadpool
-
     data = await run_in_threadpool(svc.ingest.accept, caller, req)
+    if refs:  # each item now has its own copy; a failed request keeps the staged files for a retry
+        await run_in_threadpool(svc.ingest.uploads.release, caller, [r["upload_id"] for r in refs])
     return envelope.ok(ctx, data, status=202)
+
+
+def _upload_refs(raw: str | None) -> list[Any]:
+    if raw is None or raw == "":
+        return []
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise invalid(f"'uploads' must be a JSON-encoded array string: {exc.msg}") from None
+    if not isinstance(value, list):
+        raise invalid("'uploads' must be a JSON-encoded array of {upload_id, filename} objects")
+    return value
+
+
+@router.post("/context/uploads", status_code=201)
+async def create_upload(request: Request, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    """An extension to the spec: a presigned upload for files too large for one request on AWS (docs/api.md)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        raise invalid("send a JSON object: {filename, size_bytes?, content_type?}") from None
+    if not isinstance(body, dict):
+        raise invalid("send a JSON object: {filename, size_bytes?, content_type?}")
+    data = await run_in_threadpool(svc.ingest.uploads.create, caller, body)
+    return envelope.ok(ctx, data, status=201)
 
 
 @router.get("/context/status")
