@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.aws.fake_opensearch import FakeCollection, RecordingAdapter, connection_class
 from tests.aws.moto_env import ROOT, MotoWorld, template
 from tests.aws.test_handlers import FakeContext, aws, event, load_function, new_key  # noqa: F401 (aws: fixture)
 
@@ -39,6 +40,18 @@ def _ready_database(org: str, name: str) -> None:
     svc.databases.provision(org, name)
 
 
+@pytest.fixture
+def search(monkeypatch: pytest.MonkeyPatch) -> RecordingAdapter:
+    """Every function gets the OpenSearch Serverless adapter (CTXSTORE_SEARCH_ENDPOINT, as the template sets it),
+    its signed requests answered by an in-memory collection (tests/aws/fake_opensearch.py): moto has no AOSS."""
+    import ctxstore.adapters.aws.opensearch_index as opensearch_index
+
+    adapter = RecordingAdapter(FakeCollection())
+    monkeypatch.setattr(opensearch_index, "RequestsHttpConnection", connection_class(adapter))
+    monkeypatch.setenv("CTXSTORE_SEARCH_ENDPOINT", "https://abc123.us-east-1.aoss.amazonaws.com")
+    return adapter
+
+
 # What each sample answers on a fresh deployment with one ready database "acme" and no data yet.
 EXPECTED: dict[str, int] = {
     "api_health": 200,
@@ -51,12 +64,15 @@ EXPECTED: dict[str, int] = {
     "api_context_items_list": 200,
     "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one
     "api_webhooks_list": 200,
+    "api_query": 200,  # text-only (no Bedrock model configured here) over the empty search index
     "api_graphs_relations": 503,  # graph reads need the Neptune adapter (not built yet: docs/aws.md)
 }
 
 
 @pytest.mark.parametrize("sample", sorted(EXPECTED))
-def test_each_sample_event_runs_through_its_function(aws: MotoWorld, sample: str) -> None:  # noqa: F811
+def test_each_sample_event_runs_through_its_function(
+    aws: MotoWorld, search: RecordingAdapter, sample: str  # noqa: F811
+) -> None:
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")
     folder = next(f for f in _api_functions().values() if sample == f or sample.startswith(f + "_"))
@@ -92,3 +108,29 @@ print(json.dumps(sorted(n for n in sys.modules if n.startswith("ctxstore.http.ro
         assert proc.returncode == 0, proc.stderr[-2000:]
         loaded = json.loads(proc.stdout.strip().splitlines()[-1])
         assert loaded == [f"ctxstore.http.routers.{folder.removeprefix('api_')}"], (folder, loaded)
+
+
+def test_query_function_searches_the_collection(aws: MotoWorld, search: RecordingAdapter) -> None:  # noqa: F811
+    """POST /query through its Lambda: the chunk indexed in the collection comes back; requests are SigV4 for aoss."""
+    from ctxstore.bootstrap import build_aws
+    from ctxstore.config import Settings
+    from ctxstore.ports.search_index import ChunkDoc
+
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+    index = build_aws(Settings()).search_index
+    assert index is not None
+    index.upsert("acme-org", [
+        ChunkDoc("doc1#0", "doc1", "acme", "", "knowledge", "Solar panels convert sunlight into electricity.", None),
+        ChunkDoc("doc2#0", "doc2", "acme", "", "knowledge", "Bread needs flour, water and yeast.", None),
+    ])
+    resp: dict[str, Any] = load_function("api_query").handler(event("api_query", key), FakeContext())
+    assert resp["statusCode"] == 200, resp
+    body = json.loads(resp["body"])
+    assert "doc1#0" in json.dumps(body) and "doc2#0" not in json.dumps(body), body
+    searches = [r for r in search.requests if r.path.endswith("/_search")]
+    assert searches and all("/us-east-1/aoss/aws4_request" in r.headers["Authorization"] for r in searches)
+    keyword = next(r.body["query"]["bool"] for r in searches if "must" in r.body["query"].get("bool", {}))
+    assert keyword["filter"][:3] == [{"term": {"org": "acme-org"}}, {"term": {"database": "acme"}},
+                                     {"term": {"store": "knowledge"}}]
+    assert keyword["must"][0]["multi_match"]["query"] == "how do solar panels work"

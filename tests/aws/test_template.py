@@ -211,3 +211,15 @@ def test_search_collection_and_graph_store() -> None:
     graph = res["Graph"]
     assert graph["Type"] == "AWS::NeptuneGraph::Graph" and graph["DeletionPolicy"] == "Retain"
     assert graph["Properties"]["DeletionProtection"] is True
+
+
+def test_query_function_reads_only() -> None:
+    """POST /query writes nothing: DynamoDB read, the collection, the embedding model, graph reads."""
+    props = _functions()["ApiQueryFunction"]["Properties"]
+    names = [next(iter(p)) for p in props["Policies"]]
+    assert sorted(names) == ["DynamoDBReadPolicy", "Statement", "Statement", "Statement"]
+    actions = {st["Action"] for p in props["Policies"] if "Statement" in p for st in p["Statement"]}
+    assert actions == {"aoss:APIAccessAll", "bedrock:InvokeModel", "neptune-graph:ReadDataViaQuery"}
+    assert [(e["Properties"]["Method"], e["Properties"]["Path"]) for e in props["Events"].values()] == [
+        ("POST", "/query")
+    ]

@@ -119,7 +119,8 @@ def recover_local(c: Container) -> int:
 
 
 def build_aws(settings: Settings) -> Container:
-    """The AWS backend: DynamoDB records and jobs, S3 blobs (names from CTXSTORE_* set by template.yaml).
+    """The AWS backend: DynamoDB records and jobs, S3 blobs, OpenSearch Serverless chunks, Bedrock embeddings
+    (names from CTXSTORE_* set by template.yaml).
 
     Builds boto3 clients only (no network calls), so a Lambda can build it once per cold start.
     """
@@ -143,6 +144,14 @@ def build_aws(settings: Settings) -> Container:
         from ctxstore.adapters.aws.bedrock_embedder import BedrockEmbedder
 
         c.embedder = BedrockEmbedder(settings.embedding_model_id, dimensions=settings.embedding_dimensions)
+    if settings.search_endpoint:
+        from ctxstore.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+
+        c.search_index = OpenSearchIndex(
+            opensearch_client(settings.search_endpoint, settings.search_region or None),
+            dimension=settings.embedding_dimensions,  # the index's knn_vector size = the embedder's output
+            index=settings.search_index,
+        )
     return c
 
 

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     blob_kms_key_id: str = ""  # CTXSTORE_BLOB_KMS_KEY_ID: with aws:kms; empty = the bucket's default key
     state_machine_arn: str = ""  # CTXSTORE_STATE_MACHINE_ARN: ingestion workflow (Step Functions)
     search_endpoint: str = ""  # CTXSTORE_SEARCH_ENDPOINT: OpenSearch Serverless collection endpoint
+    search_index: str = "ctxstore-chunks"  # CTXSTORE_SEARCH_INDEX: the collection's one chunks index
+    search_region: str = ""  # CTXSTORE_SEARCH_REGION: the collection's region; empty = AWS_REGION
     graph_id: str = ""  # CTXSTORE_GRAPH_ID: Neptune Analytics graph (openCypher)
     embedding_model_id: str = ""  # CTXSTORE_EMBEDDING_MODEL_ID: Bedrock embedding model (Titan Text v2)
     embedding_dimensions: int = 384  # CTXSTORE_EMBEDDING_DIMENSIONS: Titan v2 output size (256, 384, 1024)

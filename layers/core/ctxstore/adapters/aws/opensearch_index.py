@@ -98,17 +98,25 @@ def index_body(dimension: int) -> dict[str, Any]:
 
 def opensearch_client(
     endpoint: str,
-    region: str,
+    region: str | None = None,
     credentials: Any = None,
     *,
-    connection_class: type[Connection] = RequestsHttpConnection,
+    connection_class: type[Connection] | None = None,
     timeout: float = 10.0,
 ) -> OpenSearch:
-    """A client for a collection endpoint (https://<id>.<region>.aoss.amazonaws.com), signed for "aoss"."""
-    if credentials is None:
+    """A client for a collection endpoint (https://<id>.<region>.aoss.amazonaws.com), signed for "aoss".
+
+    Region and credentials default to the process's boto3 session (AWS_REGION and the Lambda role; the
+    session's credentials refresh themselves as the role's keys rotate). Builds no connection yet.
+    """
+    if credentials is None or not region:
         import boto3
 
-        credentials = boto3.Session().get_credentials()  # refreshable: a Lambda role's keys rotate
+        session = boto3.Session()
+        credentials = credentials or session.get_credentials()
+        region = region or session.region_name
+    if not region:
+        raise ValueError("no AWS region for the OpenSearch endpoint (set AWS_REGION or CTXSTORE_SEARCH_REGION)")
     url = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
     if not url.hostname:
         raise ValueError(f"not an OpenSearch endpoint: {endpoint!r}")
@@ -117,7 +125,7 @@ def opensearch_client(
         http_auth=AWSV4SignerAuth(credentials, region, "aoss"),
         use_ssl=True,
         verify_certs=True,
-        connection_class=connection_class,
+        connection_class=connection_class or RequestsHttpConnection,
         timeout=timeout,
         max_retries=2,
         retry_on_timeout=True,
