@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,6 +316,33 @@ def test_octal_literals_and_final_semicolon(app: LocalApp) -> None:
     db = fresh_db(app)
     assert rows(app, db, "RETURN 0o17 AS a, -0o1 AS b, [0o10] AS c;") == [{"a": 15, "b": -1, "c": [8]}]
     assert_fail(q(app, db, "CREATE (:A); MATCH (n) DETACH DELETE n"), 400, "INVALID_PARAMETERS", "one statement")
+
+
+def test_sum_is_typed_as_opencypher_types_it(app: LocalApp) -> None:
+    # The engine adds in doubles (sum of 1..5 answers 15.0); openCypher: integers sum to an integer.
+    # Compared as JSON text, where 15 and 15.0 differ (in Python they are equal).
+    db = fresh_db(app)
+
+    def same(query: str, expected: list[dict[str, Any]]) -> None:
+        assert json.dumps(rows(app, db, query)) == json.dumps(expected)
+
+    rows(app, db, "UNWIND range(1, 5) AS i CREATE (:N {k: i % 2, x: i, f: i * 0.5})")
+    rows(app, db, "CREATE (:N {k: 0})")  # no x: skipped like null
+    same("MATCH (n:N) RETURN sum(n.x)", [{"sum(n.x)": 15}])
+    same(
+        "MATCH (n:N) RETURN sum(n.x) AS i, sum(n.f) AS f, sum(n.x + n.f) AS m, sum(n.x) * 2 AS d",
+        [{"i": 15, "f": 7.5, "m": 22.5, "d": 30}],
+    )
+    same("UNWIND [1.0, 2.0] AS x RETURN sum(x) AS s", [{"s": 3.0}])  # a float sum stays a float even when whole
+    same("UNWIND [1, 1, 2, null] AS x RETURN sum(DISTINCT x) AS s", [{"s": 3}])
+    same("UNWIND [1, 1, 2.5] AS x RETURN sum(DISTINCT x) AS s", [{"s": 3.5}])
+    same("MATCH (n:Missing) RETURN sum(n.x) AS s", [{"s": 0}])
+    same("MATCH (n:N) RETURN n.k AS k, sum(n.x) ORDER BY k", [{"k": 0, "sum(n.x)": 6}, {"k": 1, "sum(n.x)": 9}])
+    same("MATCH (n:N) WITH n.k AS k, sum(n.x) AS s ORDER BY s DESC LIMIT 1 RETURN k, s", [{"k": 1, "s": 9}])
+    same("UNWIND range(1000000, 2000000) AS i WITH i LIMIT 3000 RETURN sum(i)", [{"sum(i)": 3004498500}])
+    # not the aggregate: a property named sum, and text in strings
+    same("CREATE (m:M {sum: 2}) RETURN m.sum AS v, 'sum(1)' AS t", [{"v": 2, "t": "sum(1)"}])
+    assert_fail(q(app, db, "UNWIND ['a'] AS x RETURN sum(x)"), 400, "INVALID_PARAMETERS")
 
 
 def test_deep_nesting_is_refused_before_it_reaches_the_engine(app: LocalApp) -> None:

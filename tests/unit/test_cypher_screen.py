@@ -138,3 +138,38 @@ def test_octal_literals_and_a_final_semicolon_are_spelled_for_the_engine() -> No
     assert screen("RETURN ';' AS s // ;").query == "RETURN ';' AS s // ;"
     with pytest.raises(QueryRejected, match="one statement"):
         screen("CREATE (a); MATCH (n) DETACH DELETE n")
+
+
+def _typed(arg: str, fn: str = "sum", distinct: str = "") -> str:
+    inner = f"{fn}({distinct}{arg})"
+    return f"CASE min(typeOf({arg})) WHEN 'Float' THEN {inner} ELSE toInteger({inner}) END"
+
+
+def test_sum_is_typed_for_the_engine_and_unaliased_columns_keep_their_name() -> None:
+    # The engine adds in doubles: every aggregate sum() gets openCypher's typing (ints -> int, any float -> float).
+    assert screen("MATCH (n) RETURN n.k, sum(n.x)").query == f"MATCH (n) RETURN n.k, {_typed('n.x')} AS `sum(n.x)`"
+    assert screen("MATCH (n) RETURN SUM( DISTINCT n.x ) AS s").query == (
+        f"MATCH (n) RETURN {_typed('n.x', 'SUM', 'DISTINCT ')} AS s"
+    )
+    assert screen("MATCH (n) WITH n.k AS k, sum(n.a + 1) AS s RETURN k, s").query == (
+        f"MATCH (n) WITH n.k AS k, {_typed('n.a + 1')} AS s RETURN k, s"
+    )
+    assert screen("UNWIND [1] AS x RETURN DISTINCT sum(x) * 2, {t: sum(x)} AS m").query == (
+        f"UNWIND [1] AS x RETURN DISTINCT {_typed('x')} * 2 AS `sum(x) * 2`, {{t: {_typed('x')}}} AS m"
+    )
+    # a column named with a backtick keeps it
+    assert screen("RETURN sum(x.`a``b`)").query.endswith(" AS `sum(x.``a````b``)`")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "MATCH (n) RETURN n.sum, n.sum + 1 AS s",  # a property
+        "RETURN `sum`(1) AS s",  # a backquoted name is a name, not the aggregate
+        "RETURN 'sum(x)' AS s // sum(y)\n",  # strings and comments are data
+        "RETURN ns.sum(1) AS s",  # another namespace's function
+        "MATCH (n:sum {sum: 1}) RETURN n",
+    ],
+)
+def test_sum_rewrite_leaves_what_is_not_the_aggregate(query: str) -> None:
+    assert screen(query).query == query

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ctxstore.services.cypher_cost import MAX_PARSE_COST, parse_cost
 from ctxstore.services.cypher_lexer import Kind, LexError, Token, tokenize
+from ctxstore.services.cypher_sum import typed_sums
 
 WRITE_KEYWORDS = ("CREATE", "MERGE", "SET", "DELETE", "REMOVE", "FOREACH", "DROP")
 CLAUSE_KEYWORDS = (
@@ -50,7 +51,7 @@ class DeleteCheck:
 
 @dataclass
 class Screened:
-    query: str  # the text to send: the caller's, with `$1`, `0o` octals and a final ';' spelled for the engine
+    query: str  # the text to send: the caller's, with `$1`, `0o` octals, a final ';' and sum() spelled for the engine
     tokens: list[Token]
     is_write: bool
     delete_check: DeleteCheck | None = None
@@ -174,7 +175,14 @@ def screen(query: str) -> Screened:
 
 def _engine_text(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:
     """Spell what the engine's parser lacks in forms it knows, on tokens (strings and comments untouched):
-    `$1` parameters as `` $`1` ``, `0o17` octal integers in decimal, and no final `;`; all mean the same."""
+    `$1` parameters as `` $`1` ``, `0o17` octal integers in decimal, no final `;`, and `sum()` typed as openCypher
+    types it (`cypher_sum`); all mean what the caller wrote."""
+    query, tokens = _spelled(query, tokens)
+    typed = typed_sums(query, tokens)
+    return (query, tokens) if typed is None else (typed, tokenize(typed))
+
+
+def _spelled(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:
     edits: list[tuple[Token, str]] = []
     for k, t in enumerate(tokens):
         if _is_sym(t, ";"):
