@@ -152,6 +152,10 @@ def build_aws(settings: Settings) -> Container:
             dimension=settings.embedding_dimensions,  # the index's knn_vector size = the embedder's output
             index=settings.search_index,
         )
+    if settings.graph_id:
+        from ctxstore.adapters.aws.neptune_graph import NeptuneGraphStore
+
+        c.graph = NeptuneGraphStore(settings.graph_id, byog_graphs=settings.byog_graph_ids)
     return c
 
 

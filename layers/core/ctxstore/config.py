@@ -48,5 +48,7 @@ class Settings(BaseSettings):
     search_index: str = "ctxstore-chunks"  # CTXSTORE_SEARCH_INDEX: the collection's one chunks index
     search_region: str = ""  # CTXSTORE_SEARCH_REGION: the collection's region; empty = AWS_REGION
     graph_id: str = ""  # CTXSTORE_GRAPH_ID: Neptune Analytics graph (openCypher)
+    # CTXSTORE_BYOG_GRAPH_IDS: JSON {"<org>/<BYOG graph name>": "<graph id>"}: BYOG needs a graph of its own
+    byog_graph_ids: dict[str, str] = {}
     embedding_model_id: str = ""  # CTXSTORE_EMBEDDING_MODEL_ID: Bedrock embedding model (Titan Text v2)
     embedding_dimensions: int = 384  # CTXSTORE_EMBEDDING_DIMENSIONS: Titan v2 output size (256, 384, 1024)

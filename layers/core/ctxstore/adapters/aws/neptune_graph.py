@@ -1,0 +1,323 @@
+"""GraphStore on Neptune Analytics (boto3 ``neptune-graph`` ExecuteQuery, openCypher).
+
+Neptune Analytics holds one graph per resource, while the port promises many named, isolated graphs.
+The two kinds of callers are treated differently:
+
+* **Entity and item graphs** (names ``ctx:<store>:<database>:<collection>``, written and read only by
+  ctxstore's own fixed queries) share the deployment's graph through a label namespace: every label
+  and relationship type in the query is rewritten to ``<ns>__<name>`` and every labelled node pattern
+  also gets the marker label ``<ns>`` (``ns`` = a hash of org and graph name). Each pattern part of a
+  MATCH/MERGE/CREATE must name a label or a relationship type, so every match is anchored inside the
+  namespace; a query that cannot be namespaced is refused, never run unscoped. ``labels()``/``type()``
+  are refused (they would show the prefix); results are stripped of it.
+* **BYOG collections** run arbitrary user Cypher (``MATCH (n) RETURN n`` must not see other tenants),
+  so no rewriting makes a shared graph safe for them: each one needs its own Neptune Analytics graph,
+  mapped in ``byog_graphs`` (``"<org>/<graph name>" -> graph id``). An unmapped BYOG collection answers
+  StoreUnavailable (503), not someone else's data.
+
+Neptune indexes every property itself, so ``CREATE INDEX`` statements are accepted as no-ops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ctxstore.adapters.aws._common import client as make_client
+from ctxstore.adapters.aws._common import error_code
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
+
+SHARED_PREFIX = "ctx:"  # entity/item graphs (domain.graph_keys.GRAPH_PREFIX)
+REGISTRY_LABEL = "ctxstore_graph"  # one node per namespace in use: list_graphs/drop
+DROP_BATCH = 10_000
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+|//[^\n]*|/\*.*?\*/)
+      |(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+      |(?P<bt>`(?:[^`]|``)*`)
+      |(?P<param>\$\w+)
+      |(?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+      |(?P<id>[A-Za-z_][A-Za-z0-9_]*)
+      |(?P<op>\S)""",
+    re.VERBOSE | re.DOTALL,
+)
+_PATTERN_CLAUSES = {"MATCH", "MERGE", "CREATE"}
+_CLAUSE_END = {
+    "WHERE", "WITH", "RETURN", "SET", "DELETE", "DETACH", "REMOVE", "UNWIND", "MATCH", "OPTIONAL",
+    "MERGE", "CREATE", "ON", "CALL", "UNION", "ORDER", "SKIP", "LIMIT", "FOREACH", "YIELD",
+}  # fmt: skip
+_WRITES = {"CREATE", "MERGE", "SET", "DELETE", "REMOVE", "DETACH", "DROP", "FOREACH"}
+_REFUSED_FUNCTIONS = {"LABELS", "TYPE"}
+_TRANSIENT = {"ThrottlingException", "InternalServerException", "ConflictException"}
+_LIMITS = {"INTERNAL_LIMIT_EXCEEDED", "MEMORY_LIMIT_EXCEEDED", "STORAGE_LIMIT_EXCEEDED", "PARTITION_FULL"}
+
+
+def namespace(org: str, graph: str) -> str:
+    return "g" + hashlib.sha256(f"{org}\x1f{graph}".encode()).hexdigest()[:20]
+
+
+def _tokens(query: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(query):
+        kind = m.lastgroup or "op"
+        out.append((kind, m.group()))
+    if "".join(t for _, t in out) != query or any(k == "op" and t in "'\"`" for k, t in out):
+        raise GraphQueryError("the query could not be tokenised (unterminated string or comment?)")
+    return out
+
+
+def _name(kind: str, text: str) -> str:
+    return text[1:-1].replace("``", "`") if kind == "bt" else text
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def is_index_statement(query: str) -> bool:
+    words = [t.upper() for k, t in _tokens(query) if k == "id"][:3]
+    return words[:2] == ["CREATE", "INDEX"] or words[:3] in (["CREATE", "RANGE", "INDEX"], ["DROP", "INDEX", "ON"])
+
+
+def is_write(query: str) -> bool:
+    return any(k == "id" and t.upper() in _WRITES for k, t in _tokens(query))
+
+
+def namespace_query(query: str, ns: str) -> str:
+    """The query with its labels and relationship types moved into namespace `ns` (see the module doc).
+
+    A MATCH/MERGE/CREATE pattern part is anchored when it names a label or relationship type, or starts
+    from a node variable an anchored part bound earlier (edges never cross namespaces, so every hop from
+    a namespaced node stays inside). Anything else would read or write outside the namespace: refused.
+    """
+    toks = _tokens(query)
+    sig = [i for i, (k, _) in enumerate(toks) if k != "ws"]  # indexes of significant tokens
+    out = [t for _, t in toks]
+    brace = 0
+    rel_bracket = False
+    node_paren: list[int] = []  # stack: index in `out` of the last label of the current node pattern, or -1
+    clause: str | None = None
+    anchored = True
+    part_vars: set[str] = set()
+    bound: set[str] = set()
+
+    def end_part() -> None:
+        nonlocal anchored
+        if clause in _PATTERN_CLAUSES:
+            if not anchored and not part_vars & bound:
+                raise GraphQueryError(f"every {clause} pattern must name a label or relationship type")
+            bound.update(part_vars)
+        part_vars.clear()
+        anchored = False
+
+    for pos, i in enumerate(sig):
+        kind, text = toks[i]
+        prev = toks[sig[pos - 1]] if pos > 0 else ("", "")
+        nxt = toks[sig[pos + 1]] if pos + 1 < len(sig) else ("", "")
+        upper = text.upper() if kind == "id" else ""
+        if kind == "id" and upper in _REFUSED_FUNCTIONS and nxt[1] == "(":
+            raise GraphQueryError(f"{text}() is not available on a namespaced graph")
+        if kind == "id" and prev[1].upper() == "ON" and upper in ("CREATE", "MATCH"):
+            continue  # MERGE ... ON CREATE SET / ON MATCH SET
+        if kind == "id" and brace == 0 and not rel_bracket and not node_paren and upper in _CLAUSE_END:
+            end_part()
+            clause = upper if upper in _PATTERN_CLAUSES else None
+            continue
+        if kind in ("id", "bt") and prev[1] == "(" and brace == 0 and nxt[1] in (":", ")", "{"):
+            part_vars.add(_name(kind, text))  # a node variable
+        if text == "{":
+            brace += 1
+        elif text == "}":
+            brace -= 1
+        elif text == "[" and prev[1] == "-":
+            rel_bracket = True
+        elif text == "]" and rel_bracket:
+            rel_bracket = False
+        elif text == "(" and brace == 0:
+            node_paren.append(-1)
+        elif text == ")" and node_paren and brace == 0:
+            last = node_paren.pop()
+            if last >= 0:
+                out[last] += ":" + _quote(ns)  # the marker label: drop() finds every node of the namespace
+        elif text == "," and brace == 0 and not node_paren and not rel_bracket and clause in _PATTERN_CLAUSES:
+            end_part()
+        elif (text == ":" or (text == "|" and rel_bracket)) and nxt[0] in ("id", "bt"):
+            before = toks[sig[pos - 2]][1] if pos > 1 else ""
+            if brace > 0 and prev[0] in ("id", "bt") and before in ("{", ","):
+                continue  # a map key
+            j = sig[pos + 1]
+            out[j] = _quote(f"{ns}__{_name(*toks[j])}")
+            anchored = True
+            if node_paren and not rel_bracket and brace == 0:
+                node_paren[-1] = j
+    end_part()
+    return "".join(out)
+
+
+def _strip(name: str, ns: str | None) -> str:
+    return name[len(ns) + 2 :] if ns and name.startswith(ns + "__") else name
+
+
+def _int_id(raw: Any) -> int:
+    """The port's integer ids from Neptune's string ids: a stable 63-bit hash (the same node, the same id)."""
+    if isinstance(raw, int):
+        return raw
+    return int.from_bytes(hashlib.sha256(str(raw).encode()).digest()[:8], "big") >> 1
+
+
+def _entity(value: dict[str, Any], ns: str | None) -> GraphNode | GraphEdge | None:
+    kind = value.get("~entityType")
+    if kind == "node":
+        labels = [_strip(str(x), ns) for x in value.get("~labels", []) if str(x) != ns]
+        return GraphNode(_int_id(value["~id"]), labels, dict(value.get("~properties") or {}))
+    if kind == "relationship":
+        return GraphEdge(
+            _int_id(value["~id"]),
+            _strip(str(value["~type"]), ns),
+            _int_id(value["~start"]),
+            _int_id(value["~end"]),
+            dict(value.get("~properties") or {}),
+        )
+    return None
+
+
+def convert(value: Any, ns: str | None = None) -> Any:
+    """Neptune's JSON values as the port's: node/relationship maps, and alternating lists as paths."""
+    if isinstance(value, dict):
+        ent = _entity(value, ns)
+        return ent if ent is not None else {k: convert(v, ns) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [convert(v, ns) for v in value]
+        if len(items) >= 3 and len(items) % 2 == 1 and all(
+            isinstance(x, GraphNode if i % 2 == 0 else GraphEdge) for i, x in enumerate(items)
+        ):
+            nodes = [x for x in items if isinstance(x, GraphNode)]
+            return GraphPath(nodes, [x for x in items if isinstance(x, GraphEdge)])
+        return items
+    return value
+
+
+class NeptuneGraphStore:
+    def __init__(
+        self, graph_id: str, *, byog_graphs: dict[str, str] | None = None, client: Any | None = None
+    ) -> None:
+        if not graph_id:
+            raise ValueError("a Neptune Analytics graph id is required (CTXSTORE_GRAPH_ID)")
+        self._graph_id = graph_id
+        self._byog = dict(byog_graphs or {})
+        self._client = client or make_client("neptune-graph")
+        self._registered: set[tuple[str, str]] = set()
+
+    # ---- the port ---------------------------------------------------------------------------
+    def query(
+        self,
+        org: str,
+        graph: str,
+        cypher: str,
+        params: dict[str, Any] | None = None,
+        *,
+        read_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> GraphResult:
+        write = is_write(cypher)
+        if read_only and write:
+            raise GraphQueryError("a read-only query cannot create, merge, set, remove or delete")
+        target, ns = self._target(org, graph)
+        if ns is not None:
+            if is_index_statement(cypher):
+                return GraphResult([], [])  # Neptune Analytics indexes every property itself
+            cypher = namespace_query(cypher, ns)
+            if write:
+                self._register(org, graph, ns)
+        rows = self._execute(target, cypher, params or {}, timeout_ms)
+        columns = list(rows[0].keys()) if rows else []
+        return GraphResult(columns, [[convert(r.get(c), ns) for c in columns] for r in rows])
+
+    def list_graphs(self, org: str, prefix: str) -> list[str]:
+        names = {g.split("/", 1)[1] for g in self._byog if g.startswith(f"{org}/")}
+        rows = self._execute(
+            self._graph_id,
+            f"MATCH (g:{REGISTRY_LABEL}) WHERE g.org = $org AND g.name STARTS WITH $prefix RETURN g.name AS name",
+            {"org": org, "prefix": prefix},
+            None,
+        )
+        names.update(str(r["name"]) for r in rows)
+        return sorted(n for n in names if n.startswith(prefix))
+
+    def drop(self, org: str, graph: str) -> bool:
+        target, ns = self._target(org, graph)
+        label = _quote(ns) if ns is not None else None
+        existed = False
+        while True:  # in batches: one query must stay inside Neptune's limits
+            match = f"MATCH (n:{label})" if label else "MATCH (n)"
+            batch = f"{match} WITH n LIMIT {DROP_BATCH} DETACH DELETE n RETURN count(*) AS n"
+            rows = self._execute(target, batch, {}, None)
+            deleted = int(rows[0]["n"]) if rows else 0
+            existed = existed or deleted > 0
+            if deleted < DROP_BATCH:
+                break
+        if ns is not None:
+            rows = self._execute(
+                self._graph_id,
+                f"MATCH (g:{REGISTRY_LABEL} {{ns: $ns}}) DELETE g RETURN count(*) AS n",
+                {"ns": ns},
+                None,
+            )
+            existed = existed or bool(rows and int(rows[0]["n"]))
+            self._registered.discard((org, graph))
+        return existed
+
+    # ---- internals --------------------------------------------------------------------------
+    def _target(self, org: str, graph: str) -> tuple[str, str | None]:
+        if graph.startswith(SHARED_PREFIX):
+            return self._graph_id, namespace(org, graph)
+        mapped = self._byog.get(f"{org}/{graph}")
+        if mapped is None:
+            raise StoreUnavailable(
+                "this BYOG collection has no Neptune Analytics graph of its own on this deployment "
+                "(user queries cannot share one graph safely; see docs/aws.md)"
+            )
+        return mapped, None
+
+    def _register(self, org: str, graph: str, ns: str) -> None:
+        if (org, graph) in self._registered:
+            return
+        self._execute(
+            self._graph_id,
+            f"MERGE (g:{REGISTRY_LABEL} {{ns: $ns}}) SET g.org = $org, g.name = $name",
+            {"ns": ns, "org": org, "name": graph},
+            None,
+        )
+        self._registered.add((org, graph))
+
+    def _execute(
+        self, target: str, cypher: str, params: dict[str, Any], timeout_ms: int | None
+    ) -> list[dict[str, Any]]:
+        args: dict[str, Any] = {"graphIdentifier": target, "queryString": cypher, "language": "OPEN_CYPHER"}
+        if params:
+            args["parameters"] = params
+        if timeout_ms:
+            args["queryTimeoutMilliseconds"] = int(timeout_ms)
+        try:
+            resp = self._client.execute_query(**args)
+        except ClientError as exc:
+            raise self._error(exc) from None
+        body = json.loads(resp["payload"].read() or b"{}")
+        results = body.get("results", [])
+        return [r for r in results if isinstance(r, dict)]
+
+    @staticmethod
+    def _error(exc: ClientError) -> Exception:
+        code = error_code(exc)
+        reason = str(exc.response.get("reason") or exc.response.get("Error", {}).get("reason") or "")
+        message = str(exc.response.get("Error", {}).get("Message") or exc.response.get("message") or code)
+        if code == "UnprocessableException" and reason == "QUERY_TIMEOUT":
+            return GraphTimeout(message)
+        if code in _TRANSIENT or (code == "UnprocessableException" and reason in _LIMITS):
+            return StoreUnavailable(f"graph store: {code} {reason}: {message}".strip())
+        return GraphQueryError(message)
