@@ -41,6 +41,9 @@ ENV = {
     "CTXSTORE_RECORDS_TABLE": "bench-records",
     "CTXSTORE_JOBS_TABLE": "bench-jobs",
     "CTXSTORE_BLOB_BUCKET": "bench-blobs",
+    # As template.yaml sets them on every function: the OpenSearch client and Bedrock embedder are built too.
+    "CTXSTORE_SEARCH_ENDPOINT": "https://bench.us-east-1.aoss.amazonaws.com",
+    "CTXSTORE_EMBEDDING_MODEL_ID": "amazon.titan-embed-text-v2:0",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",
