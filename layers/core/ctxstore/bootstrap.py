@@ -139,6 +139,11 @@ def build_aws(settings: Settings) -> Container:
         options=options_from(settings),
         workflow=build_aws_workflow(settings),
     )
+    if settings.webhook_queue_url:  # deliveries fan out on SQS (functions/webhook_dispatch), the rest stays
+        from ctxstore.adapters.aws.sqs_queue import SqsRoutedWorkQueue
+        from ctxstore.services.webhooks import WEBHOOK_QUEUE
+
+        c.queue = SqsRoutedWorkQueue(c.queue, {WEBHOOK_QUEUE: settings.webhook_queue_url})
     _add_webhook_sender(c)  # httpx only: webhook deliveries run in the job worker on AWS too
     if settings.embedding_model_id:
         from ctxstore.adapters.aws.bedrock_embedder import BedrockEmbedder

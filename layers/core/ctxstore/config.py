@@ -44,6 +44,7 @@ class Settings(BaseSettings):
     blob_sse: str = "AES256"  # CTXSTORE_BLOB_SSE: AES256 or aws:kms
     blob_kms_key_id: str = ""  # CTXSTORE_BLOB_KMS_KEY_ID: with aws:kms; empty = the bucket's default key
     state_machine_arn: str = ""  # CTXSTORE_STATE_MACHINE_ARN: ingestion workflow (Step Functions)
+    webhook_queue_url: str = ""  # CTXSTORE_WEBHOOK_QUEUE_URL: webhook deliveries go to SQS (else the jobs table)
     search_endpoint: str = ""  # CTXSTORE_SEARCH_ENDPOINT: OpenSearch Serverless collection endpoint
     search_index: str = "ctxstore-chunks"  # CTXSTORE_SEARCH_INDEX: the collection's one chunks index
     search_region: str = ""  # CTXSTORE_SEARCH_REGION: the collection's region; empty = AWS_REGION

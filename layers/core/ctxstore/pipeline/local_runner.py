@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job, WorkQueue
@@ -14,6 +15,7 @@ log = logging.getLogger("ctxstore.runner")
 
 Handler = Callable[[Job], None]
 FailureHook = Callable[[Job, str], None]
+Outcome = Literal["done", "retry", "failed"]
 
 
 @dataclass(frozen=True)
@@ -76,22 +78,28 @@ class LocalRunner:
             if ran == 0:
                 self._stop.wait(self._idle)
 
-    def _run(self, spec: QueueSpec, job: Job) -> None:
+    def run_job(self, spec: QueueSpec, job: Job) -> Outcome:
+        """Run one job already claimed (or handed over by a trigger, as SQS does): its outcome."""
+        return self._run(spec, job)
+
+    def _run(self, spec: QueueSpec, job: Job) -> Outcome:
         try:
             spec.handler(job)
         except TransientError as exc:
-            self._retry_or_fail(spec, job, f"{exc.code}: {exc}")
+            return self._retry_or_fail(spec, job, f"{exc.code}: {exc}")
         except Exception as exc:
             log.exception("job %s/%s failed", spec.name, job.job_id)
             self._give_up(spec, job, f"{type(exc).__name__}: {exc}")
-        else:
-            self._queue.complete(job)
+            return "failed"
+        self._queue.complete(job)
+        return "done"
 
-    def _retry_or_fail(self, spec: QueueSpec, job: Job, error: str) -> None:
+    def _retry_or_fail(self, spec: QueueSpec, job: Job, error: str) -> Outcome:
         if job.attempts >= spec.policy.max_attempts:
             self._give_up(spec, job, error)
-        else:
-            self._queue.retry(job, delay_s=spec.policy.delay(job.attempts), error=error)
+            return "failed"
+        self._queue.retry(job, delay_s=spec.policy.delay(job.attempts), error=error)
+        return "retry"
 
     def _give_up(self, spec: QueueSpec, job: Job, error: str) -> None:
         if spec.on_failure is not None:
