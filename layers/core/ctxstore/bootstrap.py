@@ -157,6 +157,12 @@ def build_aws(settings: Settings) -> Container:
             dimension=settings.embedding_dimensions,  # the index's knn_vector size = the embedder's output
             index=settings.search_index,
         )
+    if settings.scheduler_group:
+        from ctxstore.adapters.aws.eventbridge_scheduler import EventBridgeScheduler
+
+        c.scheduler = EventBridgeScheduler(
+            settings.scheduler_group, target_arn=settings.scheduler_target_arn, role_arn=settings.scheduler_role_arn
+        )
     if settings.graph_id:
         from ctxstore.adapters.aws.neptune_graph import NeptuneGraphStore
 

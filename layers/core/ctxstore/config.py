@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     blob_kms_key_id: str = ""  # CTXSTORE_BLOB_KMS_KEY_ID: with aws:kms; empty = the bucket's default key
     state_machine_arn: str = ""  # CTXSTORE_STATE_MACHINE_ARN: ingestion workflow (Step Functions)
     webhook_queue_url: str = ""  # CTXSTORE_WEBHOOK_QUEUE_URL: webhook deliveries go to SQS (else the jobs table)
+    scheduler_group: str = ""  # CTXSTORE_SCHEDULER_GROUP: EventBridge Scheduler group of connector schedules
+    scheduler_target_arn: str = ""  # CTXSTORE_SCHEDULER_TARGET_ARN: what each schedule invokes (the job worker)
+    scheduler_role_arn: str = ""  # CTXSTORE_SCHEDULER_ROLE_ARN: the role Scheduler assumes to invoke it
     search_endpoint: str = ""  # CTXSTORE_SEARCH_ENDPOINT: OpenSearch Serverless collection endpoint
     search_index: str = "ctxstore-chunks"  # CTXSTORE_SEARCH_INDEX: the collection's one chunks index
     search_region: str = ""  # CTXSTORE_SEARCH_REGION: the collection's region; empty = AWS_REGION
