@@ -107,3 +107,35 @@ def test_presigned_url_sets_download_name_and_type(world: MotoWorld) -> None:
     assert query["response-content-type"] == ["application/pdf"]
     assert query["response-content-disposition"] == ["attachment; filename*=UTF-8''r%C3%A9p%20ort.pdf"]
     assert query["X-Amz-Expires"] == ["120"]
+
+
+def test_scope_purges_query_the_scopes_index_instead_of_scanning(
+    world: MotoWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+    from ctxstore.ports.records import Put
+
+    store = DynamoDbRecordStore(world.names.records_table)
+    sep = "\x1f"
+    scoped = [(f"db{sep}c1{sep}knowledge", "a"), (f"db{sep}c1{sep}memory", "b"), (f"db{sep}c2{sep}knowledge", "c"),
+              (f"db10{sep}c1{sep}knowledge", "d")]  # fmt: skip
+    for pk, sk in scoped:
+        store.put("o", Put("item", pk, sk, {"x": 1}))
+    store.put("o", Put("graph_payload", f"db{sep}c1{sep}knowledge", "a", {}))
+    store.put("o2", Put("item", f"db{sep}c1{sep}knowledge", "e", {}))
+    store.put("o", Put("database", "", "db", {}))  # unscoped records carry no GSI key
+    raw = boto3.client("dynamodb", region_name=REGION).scan(TableName=world.names.records_table)["Items"]
+    assert {i["pk"]["S"]: i.get("pg", {}).get("S") for i in raw}["o#database#"] is None
+    assert {i["pk"]["S"]: i["pg"]["S"] for i in raw if "pg" in i}[f"o#item#db{sep}c1{sep}knowledge"] == "o#item#db"
+
+    def no_scan(**_: object) -> None:
+        raise AssertionError("a scope purge must not scan the table")
+
+    monkeypatch.setattr(store._ddb, "scan", no_scan)
+    assert store.delete_partitions("o", "item", f"db{sep}c1{sep}") == 2  # one collection
+    assert store.count("o", "item", f"db{sep}c2{sep}knowledge") == 1
+    assert store.delete_partitions("o", "item", f"db{sep}") == 1  # the rest of the database, not db10
+    assert store.count("o", "item", f"db10{sep}c1{sep}knowledge") == 1
+    assert store.count("o2", "item", f"db{sep}c1{sep}knowledge") == 1
+    assert store.count("o", "graph_payload", f"db{sep}c1{sep}knowledge") == 1  # another kind: its own purge
+    assert store.get("o", "database", "", "db") is not None

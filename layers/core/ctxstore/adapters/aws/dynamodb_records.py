@@ -35,6 +35,8 @@ _NOT_EXPIRED = "attribute_not_exists(expires_at) OR expires_at > :now"
 _ABSENT = "attribute_not_exists(pk) OR expires_at <= :now"
 _MAX_TRANSACT = 100
 _BATCH_WRITE = 25
+SCOPES_INDEX = "scopes"  # template.yaml RecordsTable GSI: pg (org#kind#database) + pk, keys only
+_SCOPE_SEP = "\x1f"  # services.record_kinds.SEP: "<database>\x1f<collection>\x1f..." partitions
 
 
 def _n(value: float | int) -> dict[str, str]:
@@ -73,6 +75,13 @@ class DynamoDbRecordStore:
     def _sk(sk: str) -> str:
         return _SK_MARK + sk
 
+    @staticmethod
+    def _scope(org: str, kind: str, pk: str) -> str | None:
+        """The GSI partition of a scoped record (pk "<database>\x1f..."): org, kind and database."""
+        if _SCOPE_SEP not in pk:
+            return None
+        return f"{org}#{kind}#{pk.split(_SCOPE_SEP, 1)[0]}"
+
     def _key(self, org: str, kind: str, pk: str, sk: str) -> dict[str, Any]:
         return {"pk": {"S": self._pk(org, kind, pk)}, "sk": {"S": self._sk(sk)}}
 
@@ -95,6 +104,10 @@ class DynamoDbRecordStore:
             ":one": {"N": "1"},
         }
         expr = "SET body = :body, v = if_not_exists(v, :zero) + :one"
+        scope = self._scope(org, put.kind, put.pk)
+        if scope is not None:  # sparse GSI "scopes": purges query one database's partitions, no scan
+            expr += ", pg = :pg"
+            values[":pg"] = {"S": scope}
         if put.expires_at is not None:
             expr += ", expires_at = :exp"
             values[":exp"] = _n(put.expires_at)
@@ -267,23 +280,34 @@ class DynamoDbRecordStore:
     def delete_partitions(self, org: str, kind: str, pk_prefix: str) -> int:
         """Delete every item whose partition starts with ``org#kind#pk_prefix``.
 
-        This is a consistent Scan of the whole table filtered on ``begins_with(pk, …)`` followed by
-        BatchWriteItem deletes: its cost grows with the table, not with what it removes. It is an
-        administrative path (purging a deleted database or collection) and belongs in a worker,
-        never on a latency-sensitive request path. Items written concurrently with the scan may be
-        missed; callers mark the scope deleted first so nothing new is written under it.
+        A scope prefix (``<database>\x1f…``, what database and collection purges pass) is a Query on the
+        sparse keys-only GSI ``scopes`` (``pg`` = org#kind#database, range = ``pk``) with
+        ``begins_with(pk, …)``: the cost follows what is removed. Any other prefix falls back to a
+        consistent Scan of the table. Deletes are BatchWriteItem. The GSI is eventually consistent,
+        so an item written within about a second of the purge can be missed; callers mark the scope
+        deleted first so nothing new is written under it.
         """
         prefix = self._pk(org, kind, pk_prefix)
-        args: dict[str, Any] = {
-            "TableName": self._table,
-            "FilterExpression": "begins_with(pk, :p)",
-            "ExpressionAttributeValues": {":p": {"S": prefix}},
-            "ProjectionExpression": "pk, sk",
-            "ConsistentRead": True,
-        }
+        scope = self._scope(org, kind, pk_prefix)
+        args: dict[str, Any]
+        if scope is not None:
+            args = {
+                "TableName": self._table,
+                "IndexName": SCOPES_INDEX,
+                "KeyConditionExpression": "pg = :g AND begins_with(pk, :p)",
+                "ExpressionAttributeValues": {":g": {"S": scope}, ":p": {"S": prefix}},
+            }
+        else:
+            args = {
+                "TableName": self._table,
+                "FilterExpression": "begins_with(pk, :p)",
+                "ExpressionAttributeValues": {":p": {"S": prefix}},
+                "ProjectionExpression": "pk, sk",
+                "ConsistentRead": True,
+            }
         removed = 0
         while True:
-            resp = self._ddb.scan(**args)
+            resp = self._ddb.query(**args) if scope is not None else self._ddb.scan(**args)
             keys = [{"pk": item["pk"], "sk": item["sk"]} for item in resp.get("Items", [])]
             for i in range(0, len(keys), _BATCH_WRITE):
                 self._batch_delete(keys[i : i + _BATCH_WRITE])
