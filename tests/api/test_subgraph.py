@@ -127,6 +127,40 @@ def test_max_sources_clips_closest_first(db: LocalApp) -> None:
     assert len(sub(db, "root", max_sources=0).json()["data"]["sources"]) == 1
 
 
+# top -> three children, each with three children (ingested in time order: children sort by timestamp)
+TREE = (
+    [{"id": "top", "timestamp": 1}]
+    + [{"id": f"c{i}", "parent_id": "top", "timestamp": 10 + i} for i in range(1, 4)]
+    + [
+        {"id": f"g{i}{j}", "parent_id": f"c{i}", "timestamp": 100 + 10 * i + j}
+        for i in range(1, 4)
+        for j in range(1, 4)
+    ]
+)
+
+
+def test_a_walk_that_fills_up_mid_level_keeps_frontier_order(db: LocalApp) -> None:
+    # the second level is read in slices sized to the room left; the members must be the first ones
+    # in frontier order all the same, and what is left unread decides is_truncated
+    ingest(db, [dict(x) for x in TREE])
+    full = ids(sub(db, "top").json()["data"])
+    assert full == ["top", "c1", "c2", "c3", "g11", "g12", "g13", "g21", "g22", "g23", "g31", "g32", "g33"]
+    for n in (2, 4, 5, 6, 8, 12):
+        data = sub(db, "top", max_sources=n).json()["data"]
+        assert ids(data) == full[:n] and data["is_truncated"] is True, n
+    vias = {s["source_id"]: s.get("discovered_via") for s in sub(db, "top", max_sources=8).json()["data"]["sources"]}
+    assert (vias["g13"], vias["g21"]) == ("c1", "c2")
+    assert sub(db, "top", max_sources=13).json()["data"]["is_truncated"] is False
+
+
+def test_a_full_walk_whose_frontier_reaches_only_members_is_not_truncated(db: LocalApp) -> None:
+    ingest(db, [{"id": x, "thread_id": "tt", "timestamp": i} for i, x in enumerate(("p", "q", "r"))])
+    data = sub(db, "p", max_sources=3).json()["data"]
+    assert ids(data) == ["p", "q", "r"] and data["is_truncated"] is False
+    data = sub(db, "p", max_sources=2).json()["data"]
+    assert ids(data) == ["p", "q"] and data["is_truncated"] is True
+
+
 def test_unknown_id_is_success_with_empty_lists(db: LocalApp) -> None:
     data = sub(db, "ghost").json()
     assert data["success"] is True

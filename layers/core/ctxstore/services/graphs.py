@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -368,28 +369,48 @@ class GraphService:
         truncated = False
         frontier = [item_id]
         level = 0
-        while frontier and level < depth and not truncated:
-            found, capped = ig.neighbours(org, graph, {f: members[f] for f in frontier}, principals)
-            truncated = truncated or capped
+        threads_seen: set[str] = set()
+        expanded = gained = 0  # frontier sources expanded so far and the new members they gave
+        beyond: list[str] = []  # once max_sources is reached: sources whose neighbours were not read
+        while frontier and level < depth and not truncated and not beyond:
             level += 1
-            order = {sid: i for i, sid in enumerate(frontier)}
-            found.sort(key=lambda f: (order[f[0]], RELATION_ORDER[f[3]], float(f[1].get("ts") or 0), f[1]["sid"]))
             nxt: list[str] = []
-            for src, props, rel, _kind in found:
-                sid = str(props["sid"])
-                if sid in members:
-                    continue
-                if len(members) >= max_sources:
-                    truncated = True
+            pos = 0
+            # The frontier is read in slices sized to what max_sources still admits (from the yield so
+            # far), so a walk that fills up does not fetch the neighbours of a whole level. Slices keep
+            # frontier order, so the order of discovery is the same as one read of the whole level.
+            while pos < len(frontier) and not truncated:
+                room = max_sources - len(members)
+                if room <= 0:
+                    beyond = frontier[pos:] + nxt
                     break
-                members[sid] = props
-                listing.append(_member(props, level, src, rel))
-                nxt.append(sid)
+                size = len(frontier) - pos
+                if expanded:
+                    size = min(size, max(1, math.ceil(1.5 * room * expanded / max(gained, 1))))
+                chunk = frontier[pos : pos + size]
+                pos += size
+                found, capped = ig.neighbours(org, graph, {f: members[f] for f in chunk}, principals, threads_seen)
+                truncated = capped
+                order = {sid: i for i, sid in enumerate(chunk)}
+                found.sort(key=lambda f: (order[f[0]], RELATION_ORDER[f[3]], float(f[1].get("ts") or 0), f[1]["sid"]))
+                expanded += len(chunk)
+                for src, props, rel, _kind in found:
+                    sid = str(props["sid"])
+                    if sid in members:
+                        continue
+                    if len(members) >= max_sources:
+                        truncated = True
+                        break
+                    members[sid] = props
+                    listing.append(_member(props, level, src, rel))
+                    nxt.append(sid)
+                    gained += 1
             frontier = nxt
-        if frontier and level >= depth and not truncated:
-            # an unexpanded frontier at the depth limit: truncated if it still reaches someone new
-            found, capped = ig.neighbours(org, graph, {f: members[f] for f in frontier}, principals)
-            truncated = capped or any(str(p["sid"]) not in members for _, p, _, _ in found)
+        if not beyond and frontier and level >= depth:
+            beyond = frontier  # an unexpanded frontier at the depth limit
+        if beyond and not truncated:
+            # truncated if those sources still reach someone new
+            truncated = ig.reaches_beyond(org, graph, {f: members[f] for f in beyond}, list(members), principals)
         answer["sources"] = listing
         answer["max_depth_reached"] = max(m["depth"] for m in listing)
         answer["is_truncated"] = truncated

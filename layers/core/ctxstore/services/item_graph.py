@@ -35,12 +35,21 @@ class SourceProps:
     timestamp: float
 
 
-def _neighbours_query() -> str:
-    # Thread and parent values come in as parameters (pairs [from id, value]): an index seek on a
-    # property of a bound node (`{thread_id: s.thread_id}`) is not used by the engine and scans.
-    ret = "RETURN id AS src, n AS node, {rel} AS rel, {kind} AS kind LIMIT $cap"
+# A member is read as a list of scalars, not a node: the engine serialises and the client parses
+# far less (a whole node costs several times more per row).
+MEMBER_KEYS = ("sid", "title", "kind", "provider", "external_id", "thread_id", "parent_id", "ts")
+MEMBER = "[" + ", ".join(f"n.{k}" for k in MEMBER_KEYS) + "]"
+
+
+def _branches(extra: str, ret: str) -> str:
+    """The five ways to a neighbour of the frontier in $ids, as one UNION ALL: `extra` is added to each
+    neighbour filter, `ret` (with {rel} and {kind} slots) ends each branch.
+
+    Thread and parent values come in as parameters (pairs [from id, value]): an index seek on a
+    property of a bound node (`{thread_id: s.thread_id}`) is not used by the engine and scans.
+    """
     base = "UNWIND $ids AS id MATCH (s:Source {sid: id}) WITH id, s MATCH (s)"  # WITH: start from s
-    ok = f"NOT n.ghost AND {NODE_VISIBLE}"
+    ok = f"NOT n.ghost AND {NODE_VISIBLE}{extra}"
     return " UNION ALL ".join(
         [
             base + f"-[l:LINKS]->(n) WHERE {ok} " + ret.format(rel="l.relation", kind="'link'"),
@@ -57,7 +66,9 @@ def _neighbours_query() -> str:
     )
 
 
-NEIGHBOURS = _neighbours_query()
+NEIGHBOURS = _branches("", f"RETURN id AS src, {MEMBER} AS node, {{rel}} AS rel, {{kind}} AS kind LIMIT $cap")
+# Whether the frontier still reaches a visible source outside $known (at most one row per branch).
+REACHES_BEYOND = _branches(" AND NOT n.sid IN $known", "RETURN 1 AS found LIMIT 1")
 
 
 def source_entity(member: dict[str, Any]) -> dict[str, Any]:
@@ -165,11 +176,11 @@ class ItemGraph:
         res = self._g.query(
             org,
             graph,
-            f"MATCH (n:Source {{sid: $sid}}) WHERE NOT n.ghost AND {NODE_VISIBLE} RETURN n",
+            f"MATCH (n:Source {{sid: $sid}}) WHERE NOT n.ghost AND {NODE_VISIBLE} RETURN {MEMBER}",
             {"sid": item_id, **_acl_params(principals)},
             read_only=True,
         )
-        return res.rows[0][0].properties if res.rows else None
+        return _member_props(res.rows[0][0]) if res.rows else None
 
     def neighbours(
         self,
@@ -177,13 +188,26 @@ class ItemGraph:
         graph: str,
         frontier: dict[str, dict[str, Any]],
         principals: list[str] | None,
+        threads_seen: set[str] | None = None,
     ) -> tuple[list[tuple[str, dict[str, Any], str, str]], bool]:
-        """(from id, neighbour properties, relation, kind) for a frontier (id -> its properties), and
-        whether a fetch cap was hit."""
+        """(from id, neighbour properties, relation, kind) for a frontier (id -> its properties, in
+        frontier order), and whether a fetch cap was hit.
+
+        A thread is walked once, from the first frontier node in it: the members of a thread are the
+        same whoever asks, so later askers would only rediscover them. `threads_seen` carries that
+        across calls of one walk (and is updated).
+        """
+        seen = threads_seen if threads_seen is not None else set()
+        threads: list[list[str]] = []
+        for i, p in frontier.items():
+            t = p.get("thread_id")
+            if t and t not in seen:
+                seen.add(str(t))
+                threads.append([i, str(t)])
         params = {
             "ids": list(frontier),
             "parents": [[i, p["parent_id"]] for i, p in frontier.items() if p.get("parent_id")],
-            "threads": [[i, p["thread_id"]] for i, p in frontier.items() if p.get("thread_id")],
+            "threads": threads,
             "cap": EXPANSION_CAP,
             **_acl_params(principals),
         }
@@ -192,9 +216,27 @@ class ItemGraph:
         out = []
         for src, node, rel, kind in res.rows:
             counts[kind] = counts.get(kind, 0) + 1
-            out.append((str(src), node.properties, str(rel), str(kind)))
+            out.append((str(src), _member_props(node), str(rel), str(kind)))
         # a kind of link is fetched by two branches at most (links in and out), each capped
         return out, any(n >= EXPANSION_CAP for n in counts.values())
+
+    def reaches_beyond(
+        self,
+        org: str,
+        graph: str,
+        frontier: dict[str, dict[str, Any]],
+        known: Sequence[str],
+        principals: list[str] | None,
+    ) -> bool:
+        """Whether a source of the frontier has a visible neighbour outside `known`."""
+        params = {
+            "ids": list(frontier),
+            "parents": [[i, p["parent_id"]] for i, p in frontier.items() if p.get("parent_id")],
+            "threads": [[i, p["thread_id"]] for i, p in frontier.items() if p.get("thread_id")],
+            "known": list(known),
+            **_acl_params(principals),
+        }
+        return bool(self._g.query(org, graph, REACHES_BEYOND, params, read_only=True).rows)
 
     def links_among(self, org: str, graph: str, ids: Sequence[str]) -> list[tuple[str, str, str]]:
         res = self._g.query(
@@ -206,6 +248,10 @@ class ItemGraph:
             read_only=True,
         )
         return [(str(a), str(b), str(r)) for a, b, r in res.rows]
+
+
+def _member_props(values: list[Any]) -> dict[str, Any]:
+    return dict(zip(MEMBER_KEYS, values, strict=True))
 
 
 def _acl_params(principals: list[str] | None) -> dict[str, Any]:
