@@ -65,7 +65,7 @@ EXPECTED: dict[str, int] = {
     "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one
     "api_webhooks_list": 200,
     "api_query": 200,  # text-only (no Bedrock model configured here) over the empty search index
-    "api_graphs_relations": 503,  # graph reads need the Neptune adapter (not built yet: docs/aws.md)
+    "api_graphs_relations": 503,  # no CTXSTORE_GRAPH_ID under moto (no Neptune): tests/aws/test_neptune_graph.py
 }
 
 
