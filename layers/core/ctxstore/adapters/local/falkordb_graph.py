@@ -36,7 +36,12 @@ def org_prefix(org: str) -> str:
     return "g" + org.encode().hex() + ORG_SEP
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # passed through as they are (most values)
+
+
 def _value(v: Any) -> Any:
+    if type(v) in _PLAIN:
+        return v
     if isinstance(v, Node):
         return GraphNode(id=int(v.id), labels=list(v.labels or []), properties=_props(v.properties))
     if isinstance(v, Edge):
@@ -44,7 +49,7 @@ def _value(v: Any) -> Any:
     if isinstance(v, FPath):
         return GraphPath(nodes=[_value(n) for n in v.nodes()], edges=[_edge(e) for e in v.edges()])
     if isinstance(v, list):
-        return [_value(x) for x in v]
+        return [x if type(x) in _PLAIN else _value(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _value(x) for k, x in v.items()}
     if isinstance(v, (datetime.datetime, datetime.date, datetime.time)):
@@ -183,7 +188,7 @@ class FalkorGraphStore:
                 raise GraphTimeout(msg) from exc
             raise GraphQueryError(_clean_error(msg)) from exc
         columns = [str(h[1]) for h in (res.header or [])]
-        rows = [[_value(v) for v in row] for row in (res.result_set or [])]
+        rows = [[v if type(v) in _PLAIN else _value(v) for v in row] for row in (res.result_set or [])]
         stats: dict[str, Any] = {}
         for key, label in _STAT_KEYS.items():
             with contextlib.suppress(Exception):
