@@ -106,6 +106,12 @@ def build_extractor(settings: Settings) -> Extractor | None:
         return LlmExtractor(
             settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
         )
+    if settings.extractor == "bedrock":
+        from ctxstore.adapters.aws.bedrock_extractor import BedrockExtractor
+
+        if not settings.extractor_model_id:
+            raise ValueError("CTXSTORE_EXTRACTOR=bedrock needs CTXSTORE_EXTRACTOR_MODEL_ID")
+        return BedrockExtractor(settings.extractor_model_id)
     from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor()
@@ -167,6 +173,8 @@ def build_aws(settings: Settings) -> Container:
         from ctxstore.adapters.aws.neptune_graph import NeptuneGraphStore
 
         c.graph = NeptuneGraphStore(settings.graph_id, byog_graphs=settings.byog_graph_ids)
+    if settings.extractor == "bedrock":  # the default "rules" (spaCy) is local-only: no extraction unless chosen
+        c.extractor = build_extractor(settings)
     return c
 
 

@@ -31,8 +31,9 @@ class Settings(BaseSettings):
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
     # Entity/relation extraction: "rules" (offline spaCy, the default), "llm" (an OpenAI-compatible
-    # chat endpoint, off unless chosen), "none".
-    extractor: Literal["rules", "llm", "none"] = "rules"
+    # chat endpoint, off unless chosen), "bedrock" (Bedrock Converse, AWS), "none".
+    extractor: Literal["rules", "llm", "bedrock", "none"] = "rules"
+    extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
     llm_base_url: str = ""  # CTXSTORE_LLM_BASE_URL, e.g. http://localhost:11434/v1
     llm_api_key: str = ""  # CTXSTORE_LLM_API_KEY
     llm_model: str = ""  # CTXSTORE_LLM_MODEL

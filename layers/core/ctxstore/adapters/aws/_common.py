@@ -17,9 +17,16 @@ CLIENT_CONFIG = Config(
 )
 
 
-def client(service: str, *, region: str | None = None, endpoint_url: str | None = None) -> Any:
-    """A boto3 client with the shared config (thread-safe; build once per process)."""
+def client(
+    service: str, *, region: str | None = None, endpoint_url: str | None = None, read_timeout: float | None = None
+) -> Any:
+    """A boto3 client with the shared config (thread-safe; build once per process).
+
+    read_timeout: for calls that generate (an LLM answer takes longer than the 10 s a data call gets).
+    """
     config = CLIENT_CONFIG
+    if read_timeout is not None:
+        config = config.merge(Config(read_timeout=read_timeout))
     if service == "s3":
         # SigV4 everywhere: presigned URLs for SSE-KMS objects and newer regions require it.
         config = config.merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
