@@ -90,7 +90,7 @@ def choose_alpha(query: str, keyword_hits: int, vector_hits: int) -> AlphaChoice
     if len(terms) <= 2:
         return AlphaChoice(0.4, "short keyword-style query")
     if raw and raw[0].lower() in _QUESTION and len(terms) >= 5:
-        return AlphaChoice(0.6, "long natural-language question favours vectors")
+        return AlphaChoice(0.55, "long natural-language question leans to vectors")
     return AlphaChoice(0.5, "balanced")
 
 

@@ -39,8 +39,8 @@ _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
 
 
 def candidate_depth(max_results: int) -> int:
-    """How many hits each lane fetches: enough for fusion to reorder, bounded for latency."""
-    return min(300, max(50, 4 * max_results))
+    """Hits per lane: the z-scores need a stable sample (100 measured best), bounded for latency."""
+    return min(300, max(100, 4 * max_results))
 
 
 @dataclass
@@ -316,8 +316,8 @@ def chunk_view(d: ChunkDoc, rec: dict[str, Any], score: float | None) -> dict[st
         "source_upload_time": _when(rec.get("created_at") or d.created_at),
         "source_last_updated_time": _when(rec.get("updated_at") or rec.get("created_at") or d.created_at),
     }
-    if score is not None:
-        view["relevancy_score"] = round(float(score), 6)
+    if score is not None:  # fused scores are unbounded (z-scores): s/(1+s) keeps the order within 0..1
+        view["relevancy_score"] = round(max(0.0, float(score)) / (1.0 + max(0.0, float(score))), 6)
     return view
 
 
