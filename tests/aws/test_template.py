@@ -126,22 +126,70 @@ def test_each_api_function_serves_exactly_its_own_router() -> None:
             )
 
 
+def _policies(fn: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """(condition, policy) per policy; `!If [Cond, policy, !Ref AWS::NoValue]` grants only under Cond."""
+    out: list[tuple[str | None, dict[str, Any]]] = []
+    for policy in fn["Properties"].get("Policies", []):
+        if isinstance(policy, dict) and set(policy) == {"If"}:
+            cond, then, otherwise = policy["If"]
+            assert otherwise == {"Ref": "AWS::NoValue"}, "a conditional grant is all or nothing"
+            out.append((cond, then))
+        else:
+            out.append((None, policy))
+    return out
+
+
+# Actions with no resource type in IAM: they can only name "*" (scoped by a second statement on the model).
+_NO_RESOURCE_TYPE = {"bedrock:Rerank"}
+
+
 def test_least_privilege_policies() -> None:
     fns = _functions()
     assert "Policies" not in fns["ApiHealthFunction"]["Properties"], "health touches no data"
     for logical_id, fn in fns.items():
-        for policy in fn["Properties"].get("Policies", []):
+        for _, policy in _policies(fn):
             assert isinstance(policy, dict), f"{logical_id}: use scoped SAM policy templates, not managed policies"
             (name, scope), = policy.items()
             if name == "Statement":  # services without a SAM policy template: aoss, neptune-graph, bedrock
                 for stmt in scope:
                     actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
                     assert stmt["Effect"] == "Allow" and not any(a.endswith("*") for a in actions), (logical_id, stmt)
-                    assert isinstance(stmt["Resource"], dict), f"{logical_id}: {actions} must name its resource"
+                    if stmt["Resource"] == "*":
+                        assert set(actions) <= _NO_RESOURCE_TYPE, f"{logical_id}: {actions} must name its resource"
+                        continue
+                    resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
+                    assert all(isinstance(r, dict) for r in resources), f"{logical_id}: {actions} unnamed"
                 continue
             assert name in {"DynamoDBCrudPolicy", "DynamoDBReadPolicy", "S3CrudPolicy", "S3ReadPolicy",
                             "SQSSendMessagePolicy", "SQSPollerPolicy", "StepFunctionsExecutionPolicy"}, name
             assert all(isinstance(v, dict) for v in scope.values()), f"{logical_id}: {name} must reference a resource"
+
+
+def test_optional_bedrock_models_are_granted_only_when_set_and_only_where_used() -> None:
+    """Extraction (Graph task) and reranking (query) models: empty parameters, no grant, no extraction."""
+    t = template()
+    for param, cond in (("ExtractorModelId", "HasExtractorModel"), ("RerankModelId", "HasRerankModel")):
+        assert t["Parameters"][param]["Default"] == ""
+        assert t["Conditions"][cond] == {"Not": [{"Equals": [{"Ref": param}, ""]}]}
+    conditional: dict[str, set[str]] = {}
+    for logical_id, fn in _functions().items():
+        for cond, policy in _policies(fn):
+            text = str(policy)
+            if cond is None:
+                assert "ExtractorModelId" not in text and "RerankModelId" not in text and "bedrock:Rerank" not in text
+                continue
+            conditional.setdefault(cond, set()).add(logical_id)
+            param = {"HasExtractorModel": "ExtractorModelId", "HasRerankModel": "RerankModelId"}[cond]
+            for stmt in policy["Statement"]:
+                if stmt["Action"] == "bedrock:InvokeModel":  # only the optional model, never a wildcard
+                    resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
+                    assert all(r["Sub"].endswith("/${" + param + "}") for r in resources), (logical_id, stmt)
+    assert conditional == {"HasExtractorModel": {"IngestGraphFunction"}, "HasRerankModel": {"ApiQueryFunction"}}
+    env = _functions()["IngestGraphFunction"]["Properties"]["Environment"]["Variables"]
+    assert env == {"CTXSTORE_EXTRACTOR": {"If": ["HasExtractorModel", "bedrock", "none"]},
+                   "CTXSTORE_EXTRACTOR_MODEL_ID": {"Ref": "ExtractorModelId"}}
+    assert {"bedrock", "none"} <= set(Settings.model_fields["extractor"].annotation.__args__)  # type: ignore[union-attr]
+    assert {"extractor", "extractor_model_id"} <= set(Settings.model_fields)
 
 
 def test_data_resources_are_protected() -> None:
@@ -216,9 +264,9 @@ def test_search_collection_and_graph_store() -> None:
 def test_query_function_reads_only() -> None:
     """POST /query writes nothing: DynamoDB read, the collection, the embedding model, graph reads."""
     props = _functions()["ApiQueryFunction"]["Properties"]
-    names = [next(iter(p)) for p in props["Policies"]]
-    assert sorted(names) == ["DynamoDBReadPolicy", "Statement", "Statement", "Statement"]
-    actions = {st["Action"] for p in props["Policies"] if "Statement" in p for st in p["Statement"]}
+    always = [p for cond, p in _policies(_functions()["ApiQueryFunction"]) if cond is None]
+    assert sorted(next(iter(p)) for p in always) == ["DynamoDBReadPolicy", "Statement", "Statement", "Statement"]
+    actions = {st["Action"] for p in always if "Statement" in p for st in p["Statement"]}
     assert actions == {"aoss:APIAccessAll", "bedrock:InvokeModel", "neptune-graph:ReadDataViaQuery"}
     assert [(e["Properties"]["Method"], e["Properties"]["Path"]) for e in props["Events"].values()] == [
         ("POST", "/query")
