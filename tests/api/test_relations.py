@@ -249,3 +249,36 @@ def test_other_organisation_sees_nothing(db: LocalApp, other_key: str) -> None:
     ingest(db, [{"id": "a", "content": {"text": TEXT}}])
     r = db.client.get("/context/relations", params={"database": "acme"}, headers=db.headers(other_key))
     assert r.status_code == 404
+
+
+def test_cached_ranking_follows_every_write_even_another_process(db: LocalApp) -> None:
+    # a collection-wide read ranks every group once and keeps the ranking until the graph's version
+    # token changes: each write (ingest, delete, metadata) must show on the next read
+    from ctxstore.services.graphs import GraphService
+
+    ingest(db, [{"id": "m", "content": {"text": "Microsoft acquired GitHub in 2018."}}])
+    for acl in (None, "bob"):
+        assert triples(relations(db, acl=acl).json()["data"]) == {("Microsoft", "acquired", "GitHub")}
+    ingest(db, [{"id": "a", "content": {"text": "Ada Lovelace joined Acme Corp in 2024."}}])
+    for acl in (None, "bob"):
+        assert ("Ada Lovelace", "works_at", "Acme Corp") in triples(relations(db, acl=acl).json()["data"])
+    r = db.client.request("DELETE", "/context", json={"database": "acme", "ids": ["m"]}, headers=db.headers())
+    assert r.status_code == 200
+    for acl in (None, "bob"):
+        assert triples(relations(db, acl=acl).json()["data"]) == {("Ada Lovelace", "works_at", "Acme Corp")}
+    # another process (its own service, its own cache) writes to the same graph
+    graphs = db.services.graphs
+    assert graphs is not None
+    other = GraphService(db.container, graphs._databases, graphs._items)
+    other.entities.remove_item("default", "ctx:knowledge:acme:", "a")
+    for acl in (None, "bob"):
+        assert relations(db, acl=acl).json()["data"]["relations"] == []
+
+
+def test_a_graph_without_version_token_is_read_page_by_page(db: LocalApp) -> None:
+    # graphs written before version tokens existed are read uncached, with the same ranking and paging
+    ingest(db, [{"id": "m", "content": {"text": "Microsoft acquired GitHub in 2018. Ada Lovelace joined Acme Corp."}}])
+    cached = [relations(db, limit=1, cursor=c).json()["data"] for c in (0, 1)]
+    db.container.graph.query("default", "ctx:knowledge:acme:", "MATCH (v:GraphVersion) DELETE v")  # type: ignore[union-attr]
+    assert [relations(db, limit=1, cursor=c).json()["data"] for c in (0, 1)] == cached
+    assert cached[0]["is_truncated"] is True and cached[1]["is_truncated"] is False

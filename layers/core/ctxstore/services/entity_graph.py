@@ -13,6 +13,7 @@ Only portable openCypher with parameters. Edge-index lookups use unlabelled end 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,33 @@ EVIDENCE_PER_GROUP = 50  # a triplet group carries at most this many evidence it
 PAIR_BATCH = 500
 BYOG = "byog"
 EXTRACTED = "extracted"
+
+# Reads project evidence and entities to lists of scalars: the engine serialises and the client parses
+# several times less than whole edges and nodes. A missing (null) property reads as absent, as on an edge.
+EVIDENCE_KEYS = (
+    "rid",
+    "chunk_id",
+    "raw",
+    "canon",
+    "context",
+    "confidence",
+    "temporal",
+    "ts",
+    "origin",
+    "s",
+    "t",
+    "provider",
+)
+EVIDENCE = "[" + ", ".join(f"r.{k}" for k in EVIDENCE_KEYS) + "]"
+ENTITY_KEYS = ("eid", "name", "type", "namespace")
+
+
+ENDS = ", ".join("[" + ", ".join(f"{v}.{k}" for k in ENTITY_KEYS) + "]" for v in "ab")  # a's list, b's list
+
+
+def _props(keys: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+    return {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+
 
 # Visibility of one REL edge `r` for the principals in $tokens (skipped entirely when no `acl` was sent).
 REL_VISIBLE = "(r.public OR any(t IN $tokens WHERE r.acl CONTAINS t))"
@@ -101,8 +129,26 @@ class EntityGraph:
         self._g = graph
 
     # ---- writes --------------------------------------------------------------------------
+    def _new_version(self, org: str, graph: str) -> None:
+        """Replace the graph's version token: rankings cached under the old one are no longer served.
+        Called after (never before) a write's changes, so a reader never caches old data under the new token."""
+        self._g.query(
+            org, graph, "MERGE (v:GraphVersion {k: 'entity'}) SET v.token = $token", {"token": uuid.uuid4().hex}
+        )
+
+    def version(self, org: str, graph: str) -> str | None:
+        """The graph's version token (None for a graph no write has versioned yet)."""
+        res = self._g.query(org, graph, "MATCH (v:GraphVersion) RETURN v.token LIMIT 1", read_only=True)
+        return str(res.rows[0][0]) if res.rows and res.rows[0][0] is not None else None
+
     def remove_item(self, org: str, graph: str, item_id: str) -> None:
         """Delete an item's evidence and mentions; re-score the pairs it touched, drop entities left alone."""
+        try:
+            self._remove_item(org, graph, item_id)
+        finally:
+            self._new_version(org, graph)
+
+    def _remove_item(self, org: str, graph: str, item_id: str) -> None:
         res = self._g.query(
             org,
             graph,
@@ -135,6 +181,20 @@ class EntityGraph:
             )
 
     def write_item(
+        self,
+        org: str,
+        graph: str,
+        item_id: str,
+        entities: Sequence[EntityRow],
+        relations: Sequence[RelationRow],
+        access: ItemAccess,
+    ) -> int:
+        try:
+            return self._write_item(org, graph, item_id, entities, relations, access)
+        finally:
+            self._new_version(org, graph)
+
+    def _write_item(
         self,
         org: str,
         graph: str,
@@ -214,14 +274,39 @@ class EntityGraph:
             self._g.query(org, graph, "MATCH ()-[g:GROUP]->() WHERE g.n = 0 DELETE g")
 
     def set_access(self, org: str, graph: str, item_id: str, access: ItemAccess) -> None:
-        self._g.query(
-            org,
-            graph,
-            "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id SET r.acl = $acl, r.public = $public",
-            {"id": item_id, "acl": access.acl, "public": access.public},
-        )
+        try:
+            self._g.query(
+                org,
+                graph,
+                "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id SET r.acl = $acl, r.public = $public",
+                {"id": item_id, "acl": access.acl, "public": access.public},
+            )
+        finally:
+            self._new_version(org, graph)
 
     # ---- relations read ------------------------------------------------------------------
+    def ranking(self, org: str, graph: str, *, principals: list[str] | None) -> list[tuple[str, str]]:
+        """Every (source eid, target eid) pair, best first (the whole ranking that pages are cut from)."""
+        if principals is None:
+            res = self._g.query(
+                org,
+                graph,
+                "MATCH (a)-[g:GROUP]->(b) WITH a.eid AS s, b.eid AS t, g.score AS score "
+                "ORDER BY score DESC, s, t RETURN collect([s, t]) AS ranking",
+                read_only=True,
+            )
+        else:
+            res = self._g.query(
+                org,
+                graph,
+                f"MATCH (a)-[r:REL]->(b) WHERE {REL_VISIBLE} "
+                "WITH a.eid AS s, b.eid AS t, sum(r.confidence) AS score ORDER BY score DESC, s, t "
+                "RETURN collect([s, t]) AS ranking",
+                {"tokens": principal_tokens(principals)},
+                read_only=True,
+            )
+        return [(str(p[0]), str(p[1])) for p in (res.rows[0][0] if res.rows else None) or []]
+
     def ranked_pairs(
         self, org: str, graph: str, *, principals: list[str] | None, offset: int, limit: int
     ) -> tuple[list[tuple[str, str]], int]:
@@ -265,23 +350,25 @@ class EntityGraph:
                 "UNWIND $pairs AS p MATCH (a:Entity {eid: p[0]}), (b:Entity {eid: p[1]}) "
                 f"MATCH (a)-[r:REL]->(b) {vis}"
                 "WITH p, a, b, r ORDER BY r.confidence DESC, r.rid "
-                "WITH p, a, b, collect(r) AS rs "
-                "RETURN p[2] AS i, a, b, size(rs) AS n, rs[0..$cap] AS ev ORDER BY i",
+                f"WITH p, a, b, collect({EVIDENCE}) AS rs "
+                f"RETURN p[2] AS i, {ENDS}, size(rs) AS n, rs[0..$cap] AS ev ORDER BY i",
                 {"pairs": batch, "cap": EVIDENCE_PER_GROUP, "tokens": principal_tokens(principals or [])},
                 read_only=True,
             )
             for _, a, b, n, ev in res.rows:
-                out.append(self._group(a.properties, b.properties, ev, int(n), epoch=epoch))
+                out.append(self._group(a, b, ev, int(n), epoch=epoch))
         return out
 
     @staticmethod
-    def _group(a: dict[str, Any], b: dict[str, Any], ev: list[GraphEdge], n: int, *, epoch: bool) -> dict[str, Any]:
-        provider = str(ev[0].properties.get("provider") or "") if ev else ""
+    def _group(a: list[Any], b: list[Any], rows: list[list[Any]], n: int, *, epoch: bool) -> dict[str, Any]:
+        """A triplet group from projected entities (ENTITY_KEYS) and evidence rows (EVIDENCE_KEYS)."""
+        ev = [_props(EVIDENCE_KEYS, row) for row in rows]
+        provider = str(ev[0].get("provider") or "") if ev else ""
         group: dict[str, Any] = {
-            "source": entity_ref(a, provider),
-            "target": entity_ref(b, provider),
+            "source": entity_ref(_props(ENTITY_KEYS, a), provider),
+            "target": entity_ref(_props(ENTITY_KEYS, b), provider),
             "relations": [evidence(e, epoch=epoch) for e in ev],
-            "chunk_id": str(ev[0].properties.get("chunk_id") or "") if ev else "",
+            "chunk_id": str(ev[0].get("chunk_id") or "") if ev else "",
         }
         if n > len(ev):
             group["truncated"] = True
@@ -295,12 +382,13 @@ class EntityGraph:
             graph,
             f"MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id{vis} "
             "WITH a, b, r ORDER BY r.confidence DESC, r.rid "
-            "WITH a, b, collect(r) AS rs, sum(r.confidence) AS score "
-            "RETURN a, b, size(rs) AS n, rs[0..$cap] AS ev, score ORDER BY score DESC, a.eid, b.eid",
+            f"WITH a, b, collect({EVIDENCE}) AS rs, sum(r.confidence) AS score "
+            f"RETURN {ENDS}, size(rs) AS n, rs[0..$cap] AS ev, score "
+            "ORDER BY score DESC, a.eid, b.eid",
             {"id": item_id, "cap": EVIDENCE_PER_GROUP, "tokens": principal_tokens(principals or [])},
             read_only=True,
         )
-        return [self._group(a.properties, b.properties, ev, int(n), epoch=False) for a, b, n, ev, _ in res.rows]
+        return [self._group(a, b, ev, int(n), epoch=False) for a, b, n, ev, _ in res.rows]
 
     def mentions(self, org: str, graph: str, item_ids: Sequence[str], cap: int) -> list[tuple[str, dict[str, Any]]]:
         """(item id, entity properties) for the entities these items mention, at most `cap`."""

@@ -45,6 +45,7 @@ from ctxstore.services.entity_graph import (
 from ctxstore.services.item_graph import RELATION_ORDER, ItemGraph, SourceProps, source_entity, structural_evidence
 from ctxstore.services.items import GRAPH_PAYLOAD, STORES, ItemRef, ItemService
 from ctxstore.services.principal import Principal
+from ctxstore.services.ranking_cache import RankingCache
 
 MAX_RELATIONS_LIMIT = 10000
 DEFAULT_RELATIONS_LIMIT = 5000
@@ -98,6 +99,7 @@ class GraphService:
         self._databases = databases
         self._items = items
         self._indexed: set[tuple[str, str]] = set()
+        self._rankings = RankingCache()
 
     @property
     def _graph(self) -> GraphStore:
@@ -273,7 +275,7 @@ class GraphService:
             total = len(groups)
             page = groups[offset : offset + limit]
         else:
-            pairs, total = self.entities.ranked_pairs(org, graph, principals=principals, offset=offset, limit=limit)
+            pairs, total = self._ranked_page(org, graph, principals, offset, limit)
             page = self.entities.groups(org, graph, pairs, principals=principals, epoch=False)
         more = offset + len(page) < total
         return {
@@ -285,6 +287,22 @@ class GraphService:
             "is_truncated": more,
             "next_cursor": float(offset + len(page)) if more else None,
         }
+
+    def _ranked_page(
+        self, org: str, graph: str, principals: list[str] | None, offset: int, limit: int
+    ) -> tuple[list[tuple[str, str]], int]:
+        """A page of the collection's ranked pairs and their number, from the cached ranking while the
+        graph's version token is unchanged (a graph without one is read page by page, never cached)."""
+        eg = self.entities
+        token = eg.version(org, graph)
+        if token is None:
+            return eg.ranked_pairs(org, graph, principals=principals, offset=offset, limit=limit)
+        key = (org, graph, None if principals is None else tuple(sorted(set(principals))))
+        ranking = self._rankings.get(key, token)
+        if ranking is None:
+            ranking = eg.ranking(org, graph, principals=principals)
+            self._rankings.put(key, token, ranking)
+        return list(ranking[offset : offset + limit]), len(ranking)
 
     @staticmethod
     def _cursor(raw: str | None) -> int:
