@@ -275,7 +275,7 @@ def test_cached_ranking_follows_every_write_even_another_process(db: LocalApp) -
         assert relations(db, acl=acl).json()["data"]["relations"] == []
 
 
-def test_a_graph_without_version_token_is_read_page_by_page(db: LocalApp) -> None:
+def test_a_graph_without_version_token_is_read_uncached(db: LocalApp) -> None:
     # graphs written before version tokens existed are read uncached, with the same ranking and paging
     ingest(db, [{"id": "m", "content": {"text": "Microsoft acquired GitHub in 2018. Ada Lovelace joined Acme Corp."}}])
     cached = [relations(db, limit=1, cursor=c).json()["data"] for c in (0, 1)]

@@ -129,7 +129,7 @@ class EntityGraph:
         self._g = graph
 
     # ---- writes --------------------------------------------------------------------------
-    def _new_version(self, org: str, graph: str) -> None:
+    def new_version(self, org: str, graph: str) -> None:
         """Replace the graph's version token: rankings cached under the old one are no longer served.
         Called after (never before) a write's changes, so a reader never caches old data under the new token."""
         self._g.query(
@@ -146,7 +146,7 @@ class EntityGraph:
         try:
             self._remove_item(org, graph, item_id)
         finally:
-            self._new_version(org, graph)
+            self.new_version(org, graph)
 
     def _remove_item(self, org: str, graph: str, item_id: str) -> None:
         res = self._g.query(
@@ -192,7 +192,7 @@ class EntityGraph:
         try:
             return self._write_item(org, graph, item_id, entities, relations, access)
         finally:
-            self._new_version(org, graph)
+            self.new_version(org, graph)
 
     def _write_item(
         self,
@@ -282,31 +282,9 @@ class EntityGraph:
                 {"id": item_id, "acl": access.acl, "public": access.public},
             )
         finally:
-            self._new_version(org, graph)
+            self.new_version(org, graph)
 
     # ---- relations read ------------------------------------------------------------------
-    def ranking(self, org: str, graph: str, *, principals: list[str] | None) -> list[tuple[str, str]]:
-        """Every (source eid, target eid) pair, best first (the whole ranking that pages are cut from)."""
-        if principals is None:
-            res = self._g.query(
-                org,
-                graph,
-                "MATCH (a)-[g:GROUP]->(b) WITH a.eid AS s, b.eid AS t, g.score AS score "
-                "ORDER BY score DESC, s, t RETURN collect([s, t]) AS ranking",
-                read_only=True,
-            )
-        else:
-            res = self._g.query(
-                org,
-                graph,
-                f"MATCH (a)-[r:REL]->(b) WHERE {REL_VISIBLE} "
-                "WITH a.eid AS s, b.eid AS t, sum(r.confidence) AS score ORDER BY score DESC, s, t "
-                "RETURN collect([s, t]) AS ranking",
-                {"tokens": principal_tokens(principals)},
-                read_only=True,
-            )
-        return [(str(p[0]), str(p[1])) for p in (res.rows[0][0] if res.rows else None) or []]
-
     def ranked_pairs(
         self, org: str, graph: str, *, principals: list[str] | None, offset: int, limit: int
     ) -> tuple[list[tuple[str, str]], int]:

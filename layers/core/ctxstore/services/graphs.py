@@ -291,18 +291,17 @@ class GraphService:
     def _ranked_page(
         self, org: str, graph: str, principals: list[str] | None, offset: int, limit: int
     ) -> tuple[list[tuple[str, str]], int]:
-        """A page of the collection's ranked pairs and their number, from the cached ranking while the
-        graph's version token is unchanged (a graph without one is read page by page, never cached)."""
+        """A page of the collection's ranked pairs and their number, from the cache while the graph's
+        version token is unchanged (a graph without one is never cached)."""
         eg = self.entities
         token = eg.version(org, graph)
-        if token is None:
-            return eg.ranked_pairs(org, graph, principals=principals, offset=offset, limit=limit)
-        key = (org, graph, None if principals is None else tuple(sorted(set(principals))))
-        ranking = self._rankings.get(key, token)
-        if ranking is None:
-            ranking = eg.ranking(org, graph, principals=principals)
-            self._rankings.put(key, token, ranking)
-        return list(ranking[offset : offset + limit]), len(ranking)
+        key = (org, graph, None if principals is None else tuple(sorted(set(principals))), offset, limit)
+        page = self._rankings.get(key, token) if token is not None else None
+        if page is None:
+            page = eg.ranked_pairs(org, graph, principals=principals, offset=offset, limit=limit)
+            if token is not None:
+                self._rankings.put(key, token, page)
+        return list(page[0]), page[1]
 
     @staticmethod
     def _cursor(raw: str | None) -> int:

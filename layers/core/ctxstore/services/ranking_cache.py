@@ -1,10 +1,11 @@
-"""Ranked relation groups per graph, kept between reads until the graph changes.
+"""Pages of ranked relation groups per graph, kept between reads until the graph changes.
 
-Ranking every triplet group of a collection is a scan of all its groups (or, with `acl`, an
-aggregate over all its evidence); a page of it is not. Each entry is stored under the graph's
-version token, which every entity-graph write replaces (in the graph itself, so a write by another
-process invalidates too): a read whose token differs recomputes. Entries are kept least recently
-used first out, within a bound on the pairs held in memory.
+Ranking the triplet groups of a collection scans all its groups (or, with `acl`, aggregates all its
+evidence) for every page. A page (its pairs and the number of groups in all) is stored under the
+graph's version token, which every entity-graph write replaces (in the graph itself, so a write by
+another process invalidates too): a read whose token differs recomputes. The whole ranking is not
+fetched on a miss: moving 50k pairs to the client costs far more than ranking them in the engine.
+Entries go least recently used first, within a bound on the pairs held in memory.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
-Ranking = Sequence[tuple[str, str]]
+Ranking = tuple[Sequence[tuple[str, str]], int]  # a page of (source eid, target eid) pairs, total pairs
 
 MAX_PAIRS = 1_000_000  # pairs held across all entries (two short ids each)
 
@@ -34,17 +35,17 @@ class RankingCache:
             return entry[1]
 
     def put(self, key: Hashable, token: str, ranking: Ranking) -> None:
-        if len(ranking) > self._max:
+        if len(ranking[0]) > self._max:
             return
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._held -= len(old[1])
+                self._held -= len(old[1][0])
             self._entries[key] = (token, ranking)
-            self._held += len(ranking)
+            self._held += len(ranking[0])
             while self._held > self._max:
                 _, (_, dropped) = self._entries.popitem(last=False)
-                self._held -= len(dropped)
+                self._held -= len(dropped[0])
 
     def __len__(self) -> int:
         return len(self._entries)
