@@ -62,10 +62,8 @@ class Local:
     def __init__(self, data_dir: Path) -> None:
         self.container = build_container(Settings(data_dir=data_dir))
         self.services: Services = build_services(self.container)
-        key = self.services.keys.bootstrap_default()
-        assert key is not None
-        self.key = key
-        self.principal: Principal = self.services.keys.authenticate(key)
+        self.key = self.services.keys.bootstrap_default() or self.services.keys.create("default")
+        self.principal: Principal = self.services.keys.authenticate(self.key)
         self.runner = LocalRunner(self.container.queue, queue_specs(self.services))
 
     @property

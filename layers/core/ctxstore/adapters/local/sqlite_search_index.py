@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,11 @@ Vector = npt.NDArray[np.float32]
 TITLE_WEIGHT = 2.0
 TEXT_WEIGHT = 1.0
 MAX_QUERY_TERMS = 64
+# An OR query whose terms' postings add up past this drops its most common terms (keeping at least
+# two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
+# while the words they drop carry the lowest idf and move the ranking least.
+MAX_OR_POSTINGS = 5_000
+_DF_TTL_S = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -295,6 +301,8 @@ class SqliteSearchIndex:
         self._vectors: dict[ScopeKey, _VectorScope] = {}
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
+        self._vocab_ready = threading.local()
+        self._df_cache: dict[str, tuple[int, float]] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -465,7 +473,71 @@ class SqliteSearchIndex:
                 params.extend(sub)
         return "".join(f" AND {c}" for c in clauses)
 
+    # -- postings pruning for OR queries -----------------------------------------------------------
+
+    def _query_conn(self) -> Connection:
+        """This thread's connection, with the temp tables that stem words and read document counts."""
+        conn = self._db.conn
+        if not getattr(self._vocab_ready, "done", False):
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')"
+            )
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words"
+                " USING fts5(t, tokenize='porter unicode61 remove_diacritics 2')"
+            )
+            conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_words, 'instance')"
+            )
+            self._vocab_ready.done = True
+        return conn
+
+    def _doc_freqs(self, words: list[str]) -> dict[str, int]:
+        """Rows containing each word (index-wide, after stemming); cached for a minute."""
+        conn = self._query_conn()
+        conn.execute("DELETE FROM temp.query_words")
+        conn.executemany("INSERT INTO temp.query_words (rowid, t) VALUES (?, ?)", list(enumerate(words, 1)))
+        stems = {int(doc): str(term) for doc, term in conn.execute("SELECT doc, term FROM temp.query_stems")}
+        now = time.monotonic()
+        out: dict[str, int] = {}
+        for i, word in enumerate(words, 1):
+            stem = stems.get(i)
+            if stem is None:
+                out[word] = 0
+                continue
+            cached = self._df_cache.get(stem)
+            if cached is None or now - cached[1] > _DF_TTL_S:
+                row = conn.execute("SELECT doc FROM temp.chunks_vocab WHERE term = ?", (stem,)).fetchone()
+                cached = (int(row[0]) if row else 0, now)
+                if len(self._df_cache) > 50_000:
+                    self._df_cache.clear()
+                self._df_cache[stem] = cached
+            out[word] = cached[0]
+        return out
+
+    def _or_query(self, query: str) -> str:
+        terms = [t for t in fts_terms(query) if t not in STOPWORDS] or fts_terms(query)
+        if len(terms) <= 2 or self._rows_estimate() <= MAX_OR_POSTINGS:
+            return query
+        dfs = self._doc_freqs(terms)
+        if sum(dfs.values()) <= MAX_OR_POSTINGS:
+            return query
+        kept: list[str] = []
+        total = 0
+        for word in sorted(terms, key=lambda w: (dfs[w], terms.index(w))):
+            if len(kept) >= 2 and total + dfs[word] > MAX_OR_POSTINGS:
+                break
+            kept.append(word)
+            total += dfs[word]
+        return " ".join(w for w in terms if w in kept)
+
+    def _rows_estimate(self) -> int:
+        row = self._db.conn.execute("SELECT max(id) FROM chunks").fetchone()
+        return int(row[0] or 0)
+
     def keyword_search(self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or") -> list[Hit]:
+        if operator == "or":
+            query = self._or_query(query)
         body = fts_expression(query, operator)
         if body is None or limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
