@@ -269,7 +269,7 @@ def test_alpha_auto_follows_query_signals(la: LocalApp) -> None:
     exact = data(la, query="ERR_4471", mode="fast")
     assert exact["query_plan"]["alpha"] == 0.3 and ids(exact)[0] == "err"
     long = data(la, query="how long does it take for card transactions to reach the merchant account", mode="fast")
-    assert long["query_plan"]["alpha"] == 0.55 and ids(long)[0] == "pay"
+    assert long["query_plan"]["alpha"] == 0.45 and ids(long)[0] == "pay"
     none = data(la, query="zzzqqq unmatched", mode="fast")
     assert none["query_plan"]["alpha"] == 1.0
 

@@ -41,7 +41,7 @@ def test_alpha_auto() -> None:
     assert choose_alpha('"exact words"', 3, 3).alpha == 0.3
     assert choose_alpha("invoices", 3, 3).alpha == 0.4
     assert choose_alpha("BRCA1 mutations raise the risk of breast and ovarian cancer", 3, 3).alpha == 0.5
-    assert choose_alpha("how long do card payments take to settle in the account", 3, 3).alpha == 0.55
+    assert choose_alpha("how long do card payments take to settle in the account", 3, 3).alpha == 0.45
     assert choose_alpha("card payments settlement delays", 3, 3).alpha == 0.5
     assert choose_alpha("anything", 0, 3).alpha == 1.0 and choose_alpha("anything", 3, 0).alpha == 0.0
 
