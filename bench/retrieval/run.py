@@ -463,6 +463,13 @@ def main() -> None:
     if not args.skip_latency:
         print("HTTP latency (ctxstore serve subprocess, loopback)", flush=True)
         result["latency"] = latency(args.quick)
+    if (args.skip_quality or args.skip_latency) and args.out.exists():
+        # A partial run keeps the other half of the previous results (marked as such).
+        previous = json.loads(args.out.read_text(encoding="utf-8"))
+        for part in ("quality", "latency"):
+            if part not in result and part in previous:
+                result[part] = previous[part]
+                result.setdefault("kept_from_previous_run", []).append(part)
     result["elapsed_s"] = round(time.perf_counter() - t0, 1)
     result["machine"]["load_avg_at_end"] = os.getloadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)

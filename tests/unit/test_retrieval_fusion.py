@@ -70,8 +70,18 @@ def test_rerank_prefers_one_sentence_covering_the_query() -> None:
     spread = Candidate("s", "s", "", "knowledge", score=1.0)
     focused = Candidate("f", "f", "", "knowledge", score=0.9)
     texts = {
-        "s": "Vitamin D was measured in the cohort. Separately, fracture rates were recorded in another study.",
-        "f": "We found that vitamin D supplements reduce fracture rates in older adults. The cohort was large.",
+        "s": "Vitamin D was measured in the cohort. Separately, fracture rates were recorded in another study."
+        " Follow-up lasted five years.",
+        "f": "We found that vitamin D supplements reduce fracture rates in older adults. The cohort was large."
+        " Follow-up lasted five years.",
     }
     rerank("vitamin D reduces fracture rates", [spread, focused], texts)
     assert focused.score > spread.score
+
+
+def test_rerank_leaves_single_sentence_chunks_alone() -> None:
+    a = Candidate("a", "a", "", "knowledge", score=1.0)
+    b = Candidate("b", "b", "", "knowledge", score=0.9)
+    texts = {"a": "Caroline went to the support group yesterday.", "b": "Vitamin D reduces fracture rates, we found."}
+    rerank("vitamin D reduces fracture rates", [a, b], texts)
+    assert (a.score, b.score) == (1.0, 0.9)
