@@ -63,6 +63,16 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.search_index = index
     c.embedder = CachedEmbedder(LocalEmbedder())
     c.inferrer = RuleInferrer()
+    if settings.inferrer == "llm":
+        from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer
+
+        if not (settings.llm_base_url and settings.llm_model):
+            raise ValueError("CTXSTORE_INFERRER=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
+        llm = LlmMemoryInferrer(
+            settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+        )
+        c.inferrer = llm
+        c.closers.append(llm.close)
     c.closers.append(index.close)
 
 

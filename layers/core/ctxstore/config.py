@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     # chat endpoint, off unless chosen), "bedrock" (Bedrock Converse, AWS), "none".
     extractor: Literal["rules", "llm", "bedrock", "none"] = "rules"
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
+    # Memory inference for infer=true: "rules" (offline, the default) or "llm" (the same endpoint as below).
+    inferrer: Literal["rules", "llm"] = "rules"
     llm_base_url: str = ""  # CTXSTORE_LLM_BASE_URL, e.g. http://localhost:11434/v1
     llm_api_key: str = ""  # CTXSTORE_LLM_API_KEY
     llm_model: str = ""  # CTXSTORE_LLM_MODEL
