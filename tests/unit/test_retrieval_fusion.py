@@ -71,15 +71,15 @@ def test_rerank_prefers_one_sentence_covering_the_query() -> None:
     focused = Candidate("f", "f", "", "knowledge", score=0.9)
     texts = {
         "s": "Vitamin D was measured in the cohort. Separately, fracture rates were recorded in another study."
-        " Follow-up lasted five years.",
+        + " Follow-up lasted five years, and the cohort was drawn from several regional clinics." * 5,
         "f": "We found that vitamin D supplements reduce fracture rates in older adults. The cohort was large."
-        " Follow-up lasted five years.",
+        + " Follow-up lasted five years, and the cohort was drawn from several regional clinics." * 5,
     }
     rerank("vitamin D reduces fracture rates", [spread, focused], texts)
     assert focused.score > spread.score
 
 
-def test_rerank_leaves_single_sentence_chunks_alone() -> None:
+def test_rerank_leaves_short_chunks_alone() -> None:
     a = Candidate("a", "a", "", "knowledge", score=1.0)
     b = Candidate("b", "b", "", "knowledge", score=0.9)
     texts = {"a": "Caroline went to the support group yesterday.", "b": "Vitamin D reduces fracture rates, we found."}
