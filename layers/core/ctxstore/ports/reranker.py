@@ -1,7 +1,7 @@
 """Reranker: orders candidate passages by relevance to a query (a cross-encoder style model).
 
-Optional. No retrieval step calls it yet: `retrieval/thinking.py` reranks its fused pool with an
-offline sentence-coverage score. See docs/aws.md ("Bedrock reranking") for how it plugs in.
+Optional (`Container.reranker`). When set, `retrieval/thinking.py` lets it order the fused pool of a
+thinking query; when unset or unavailable, thinking uses its offline sentence-coverage rerank.
 """
 
 from __future__ import annotations

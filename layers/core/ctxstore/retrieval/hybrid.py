@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.ports.embedder import Embedder
+from ctxstore.ports.reranker import Reranker
 from ctxstore.ports.search_index import SearchFilter, SearchIndex, Store
 from ctxstore.retrieval.fusion import LaneHits
 
@@ -53,9 +54,10 @@ class Pass:
 
 
 class HybridRetriever:
-    def __init__(self, index: SearchIndex, embedder: Embedder | None) -> None:
+    def __init__(self, index: SearchIndex, embedder: Embedder | None, reranker: Reranker | None = None) -> None:
         self.index = index
         self.embedder = embedder
+        self.reranker = reranker
 
     def keyword_lanes(self, scope: RetrievalScope, text: str, operator: str, depth: int) -> list[LaneHits]:
         return [

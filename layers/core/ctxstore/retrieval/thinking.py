@@ -21,12 +21,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.ports.reranker import Reranker
 from ctxstore.retrieval.fusion import Candidate, combine, fuse, ranked
 from ctxstore.retrieval.hybrid import HybridRetriever, Pass, RetrievalScope
 from ctxstore.retrieval.signals import CLAUSE_SPLIT, content_terms
 
 RERANK_POOL = 30
 RERANK_WEIGHT = 0.2
+MODEL_RERANK_WEIGHT = 2.0  # a cross-encoder knows more than the fused lanes: it decides the order
 MIN_PASSAGE_CHARS = 400  # a pool averaging fewer characters holds turns or notes, not passages
 SUBQUERY_WEIGHT = 0.5
 FEEDBACK_WEIGHT = 0.1
@@ -114,10 +117,32 @@ def think(
             missing = [c.chunk_id for c in pool if c.chunk_id not in texts]
             texts.update({d.chunk_id: d.text for d in r.index.get_chunks(scope.org, missing)})
     merged = combine(runs)
-    rerank(query, pool, texts)
+    if r.reranker is None or not model_rerank(r.reranker, query, pool, texts):
+        rerank(query, pool, texts)
     for c in pool:
         merged[c.chunk_id] = c
     return Plan(merged, queries)
+
+
+def model_rerank(reranker: Reranker, query: str, pool: list[Candidate], texts: dict[str, str]) -> bool:
+    """A configured reranking model orders the pool (its min-max-normalised score, weight
+    MODEL_RERANK_WEIGHT, on top of the max-normalised fused score). False when the model is
+    unavailable: the caller falls back to the offline rerank rather than failing the query."""
+    if not pool:
+        return True
+    try:
+        ranked_ = reranker.rerank(query, [texts.get(c.chunk_id, "") for c in pool])
+    except StoreUnavailable:
+        return False
+    scores = {r.index: r.score for r in ranked_ if 0 <= r.index < len(pool)}
+    if not scores:
+        return False
+    lo, hi = min(scores.values()), max(scores.values())
+    top_fused = max(c.score for c in pool) or 1.0
+    for i, c in enumerate(pool):
+        model = (scores[i] - lo) / (hi - lo) if i in scores and hi > lo else (1.0 if i in scores else 0.0)
+        c.score = c.score / top_fused + MODEL_RERANK_WEIGHT * model
+    return True
 
 
 def _stem(word: str) -> str:

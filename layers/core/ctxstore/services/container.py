@@ -12,6 +12,7 @@ from ctxstore.ports.extractor import Extractor, MemoryInferrer
 from ctxstore.ports.graph import GraphStore
 from ctxstore.ports.http_sender import HttpSender
 from ctxstore.ports.records import RecordStore
+from ctxstore.ports.reranker import Reranker
 from ctxstore.ports.scheduler import Scheduler
 from ctxstore.ports.search_index import SearchIndex
 from ctxstore.ports.work_queue import WorkQueue
@@ -54,6 +55,7 @@ class Container:
     embedder: Embedder | None = None
     extractor: Extractor | None = None
     inferrer: MemoryInferrer | None = None
+    reranker: Reranker | None = None  # optional passage reranker for thinking mode (e.g. Bedrock)
     workflow: WorkflowStarter | None = None  # starts ingestion (local queue or Step Functions)
     events: EventSink = field(default_factory=NullSink)  # webhooks replace it in build_services
     scheduler: Scheduler | None = None

@@ -91,7 +91,7 @@ class QueryService:
     # ---- retrieval -----------------------------------------------------------------------------
     def retriever(self) -> HybridRetriever:
         assert self._c.search_index is not None
-        return HybridRetriever(self._c.search_index, self._c.embedder)
+        return HybridRetriever(self._c.search_index, self._c.embedder, self._c.reranker)
 
     def retrieve(self, scope: RetrievalScope, req: QueryRequest) -> Answer:
         r = self.retriever()
