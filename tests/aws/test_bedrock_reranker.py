@@ -18,8 +18,9 @@ PASSAGES = ["Paris is the capital of France.", "Bananas are yellow.", "France bo
 
 
 def _client() -> Any:
-    return boto3.client("bedrock-agent-runtime", region_name="us-west-2", aws_access_key_id="x",
-                        aws_secret_access_key="x")
+    return boto3.client(
+        "bedrock-agent-runtime", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
+    )
 
 
 def _request(texts: list[str], n: int, query: str = "capital of France", arn: str = ARN) -> dict[str, Any]:
@@ -98,13 +99,52 @@ def test_model_id_becomes_the_foundation_model_arn_of_the_clients_region() -> No
         BedrockReranker("", client=client)
 
 
-@pytest.mark.parametrize(("code", "transient"), [("ThrottlingException", True), ("InternalServerException", True),
-                                                 ("ValidationException", False), ("AccessDeniedException", False)])
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        ("ThrottlingException", True),
+        ("InternalServerException", True),
+        ("ValidationException", False),
+        ("AccessDeniedException", False),
+    ],
+)
 def test_throttling_is_transient_and_other_errors_are_not(
     stubbed: tuple[BedrockReranker, Stubber], code: str, transient: bool
 ) -> None:
     rr, stub = stubbed
-    stub.add_client_error("rerank", service_error_code=code, http_status_code=429 if transient else 400,
-                          expected_params={"queries": ANY, "sources": ANY, "rerankingConfiguration": ANY})
+    stub.add_client_error(
+        "rerank",
+        service_error_code=code,
+        http_status_code=429 if transient else 400,
+        expected_params={"queries": ANY, "sources": ANY, "rerankingConfiguration": ANY},
+    )
     with stub, pytest.raises(StoreUnavailable if transient else ClientError):
         rr.rerank("capital of France", PASSAGES)
+
+
+def test_build_aws_wires_the_reranker_only_when_a_model_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxstore.bootstrap import build_aws
+    from ctxstore.config import Settings
+
+    env = {"AWS_DEFAULT_REGION": "us-east-1", "CTXSTORE_BACKEND": "aws", "CTXSTORE_RECORDS_TABLE": "r",
+           "CTXSTORE_JOBS_TABLE": "j", "CTXSTORE_BLOB_BUCKET": "b"}  # fmt: skip
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert build_aws(Settings()).reranker is None
+    monkeypatch.setenv("CTXSTORE_RERANK_MODEL", "amazon.rerank-v1:0")
+    rr = build_aws(Settings()).reranker
+    assert isinstance(rr, BedrockReranker)
+    assert rr._arn == "arn:aws:bedrock:us-east-1::foundation-model/amazon.rerank-v1:0"
+
+
+def test_template_passes_the_rerank_model_to_the_query_function_only() -> None:
+    from tests.aws.moto_env import template
+
+    tpl = template()
+    with_model = [
+        name
+        for name, res in tpl["Resources"].items()
+        if res["Type"] == "AWS::Serverless::Function"
+        and "CTXSTORE_RERANK_MODEL" in res["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert with_model == ["ApiQueryFunction"]

@@ -185,6 +185,10 @@ def build_aws(settings: Settings) -> Container:
         c.graph = NeptuneGraphStore(settings.graph_id, byog_graphs=settings.byog_graph_ids)
     if settings.extractor == "bedrock":  # the default "rules" (spaCy) is local-only: no extraction unless chosen
         c.extractor = build_extractor(settings)
+    if settings.rerank_model:  # thinking mode orders its pool with it; the offline rerank answers if it fails
+        from ctxstore.adapters.aws.bedrock_reranker import BedrockReranker
+
+        c.reranker = BedrockReranker(settings.rerank_model)
     return c
 
 

@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     # chat endpoint, off unless chosen), "bedrock" (Bedrock Converse, AWS), "none".
     extractor: Literal["rules", "llm", "bedrock", "none"] = "rules"
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
+    rerank_model: str = ""  # CTXSTORE_RERANK_MODEL: Bedrock reranking model id or ARN for thinking mode (AWS only)
     # Memory inference for infer=true: "rules" (offline, the default) or "llm" (the same endpoint as below).
     inferrer: Literal["rules", "llm"] = "rules"
     llm_base_url: str = ""  # CTXSTORE_LLM_BASE_URL, e.g. http://localhost:11434/v1
