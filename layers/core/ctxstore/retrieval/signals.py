@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
 from ctxstore.retrieval.fusion import Candidate
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -21,51 +22,8 @@ CLAUSE_SPLIT = re.compile(r"[?;]|,\s*(?:and|then|or|but)\b")
 _QUESTION = frozenset(
     {"what", "why", "how", "when", "where", "which", "who", "whom", "whose", "does", "did", "do", "is"}
 )
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-        "i",
-        "you",
-        "he",
-        "she",
-        "we",
-        "my",
-        "your",
-        "me",
-    ]
-)
+# Content words: the search stop set plus the pronouns a question is phrased with.
+_STOP = ENGLISH_STOPWORDS | {"i", "you", "he", "she", "we", "my", "your", "me"}
 
 
 def content_terms(query: str) -> list[str]:

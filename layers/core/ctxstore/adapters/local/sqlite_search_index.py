@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
 from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter, Store
 
 Vector = npt.NDArray[np.float32]
@@ -98,43 +99,7 @@ CREATE TABLE IF NOT EXISTS databases (
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Lucene's English stop set. Dropped from "or" queries only (unless nothing else is left): under bm25 they
 # add almost nothing to the ranking but make FTS5 score nearly every row.
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
+STOPWORDS = ENGLISH_STOPWORDS
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
