@@ -11,9 +11,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-import httpx
-
-from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.adapters.local.openai_chat import ChatClient
 
 log = logging.getLogger("ctxstore.inferrer")
 
@@ -45,48 +43,14 @@ def parse_memories(content: str) -> list[str]:
     return list(dict.fromkeys(out))[:_MAX_MEMORIES]
 
 
-class LlmMemoryInferrer:
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        api_key: str = "",
-        timeout_s: float = 60.0,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport, trust_env=False
-        )
-        self._model = model
-
-    def close(self) -> None:
-        self._client.close()
-
+class LlmMemoryInferrer(ChatClient):
     def infer_memories(self, texts: Sequence[str], user_name: str | None = None) -> list[str]:
         body = "\n\n".join(t for t in texts if t.strip())
         if not body:
             return []
         who = f"The user's name is {user_name}.\n\n" if user_name else ""
-        try:
-            r = self._client.post(
-                "/chat/completions",
-                json={
-                    "model": self._model,
-                    "temperature": 0,
-                    "response_format": {"type": "json_object"},
-                    "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": who + body}],
-                },
-            )
-        except httpx.TransportError as exc:
-            raise StoreUnavailable(f"memory inference endpoint unreachable: {exc}") from exc
-        if r.status_code == 429 or r.status_code >= 500:
-            raise StoreUnavailable(f"memory inference endpoint answered {r.status_code}")
-        r.raise_for_status()
-        try:
-            content = r.json()["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        content = self.ask_json(PROMPT, who + body)
+        if content is None:
             log.warning("memory inference response is not a chat completion; nothing kept")
             return []
-        return parse_memories(str(content))
+        return parse_memories(content)
