@@ -31,16 +31,17 @@ def test_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
 
 def test_live_threads_keep_their_connections(tmp_path: Path) -> None:
     db = SqliteDb(tmp_path / "x.db")
-    ready = threading.Barrier(5)
+    ready = threading.Barrier(5, timeout=30)
     release = threading.Event()
 
     def hold() -> None:
         _touch(db)
         ready.wait()
-        release.wait()
+        release.wait(30)
         _touch(db)  # still usable: not closed under a live thread
 
-    threads = [threading.Thread(target=hold) for _ in range(4)]
+    # Daemon threads with bounded waits: a failure here must never keep the test process alive.
+    threads = [threading.Thread(target=hold, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
     ready.wait()
@@ -51,3 +52,26 @@ def test_live_threads_keep_their_connections(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     db.close()
+
+
+def test_threads_opening_a_fresh_file_at_once_all_get_wal_connections(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes an exclusive lock SQLite refuses without waiting: done once up front.
+    errors: list[BaseException] = []
+    for i in range(30):
+        db = SqliteDb(tmp_path / f"fresh{i}.db")
+        start = threading.Barrier(6, timeout=30)
+
+        def first_use(db: SqliteDb = db, start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                assert db.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            except BaseException as exc:  # collected: a thread's exception would otherwise be lost
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_use, daemon=True) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        db.close()
+    assert errors == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,12 +22,28 @@ class SqliteDb:
         # Each connection with the thread that owns it: threads of a pool come and go (anyio recycles idle
         # ones), so a dead thread's connection is closed when the next one opens instead of leaking its fd.
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._enable_wal()
+
+    def _enable_wal(self) -> None:
+        """Switch the file to WAL once, up front: WAL is a property of the file, and the switch takes an
+        exclusive lock that SQLite refuses at once (no busy wait) when other connections open concurrently."""
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreUnavailable(f"record store busy: {exc}") from exc
+                time.sleep(0.01)
+            finally:
+                conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode survives a process kill; only an OS crash can lose the last commits.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
