@@ -145,11 +145,6 @@ def embedder() -> Any:
     return LocalEmbedder()
 
 
-@pytest.mark.skip(
-    reason="issue 7, open: since this session's last changes the poison execution stays RUNNING in moto "
-    "(its Parse task never returns; one run showed moto's start_execution deepcopy hitting an RLock) -- "
-    "passed in earlier full runs; under investigation, see the closing note"
-)
 def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_retries(
     aws: MotoWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedder: Any  # noqa: F811
 ) -> None:
