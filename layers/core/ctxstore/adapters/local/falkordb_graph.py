@@ -21,6 +21,7 @@ from falkordb.node import Node
 from falkordb.path import Path as FPath
 
 from ctxstore.adapters.local.falkordb_engine import FalkorEngine
+from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
 
 ORG_SEP = ":"
@@ -106,6 +107,14 @@ _STAT_KEYS = {
 }
 
 
+def _never_sent(exc: BaseException) -> bool:
+    """redis-py's wording when a command could not reach the server: a refused connect or a failed socket write."""
+    if isinstance(exc, redis.BusyLoadingError):
+        return True  # the engine answered "loading": it refused the command
+    msg = str(exc)
+    return "connecting to" in msg or "writing to socket" in msg
+
+
 class FalkorGraphStore:
     def __init__(self, engine: FalkorEngine, *, max_connections: int = 32, grace_s: float = CLIENT_GRACE_S) -> None:
         self._engine = engine
@@ -134,15 +143,24 @@ class FalkorGraphStore:
     def _key(self, org: str, graph: str) -> str:
         return org_prefix(org) + graph
 
-    def _call(self, fn: Any) -> Any:
-        """Run one engine call; if the engine is down (crash, restart in progress) wait for it once."""
+    def _call(self, fn: Any, *, replay_safe: bool = True) -> Any:
+        """Run one engine call; if the engine is down (crash, restart in progress) wait for it once.
+
+        A write whose connection dropped after it was sent may have been applied before the engine died, so it is
+        sent again only when the command never left (refused connect or write); otherwise the caller gets a
+        retryable error and decides, since replaying a CREATE would duplicate what it made.
+        """
         self._engine.ensure_started()
         try:
             return fn()
-        except (redis.ConnectionError, redis.BusyLoadingError):
+        except (redis.ConnectionError, redis.BusyLoadingError) as exc:
             if not self._engine.wait_ready(60):
                 raise
             self._pool.disconnect()
+            if not replay_safe and not _never_sent(exc):
+                raise StoreUnavailable(
+                    "the graph engine restarted while a write was running; it may or may not have been applied"
+                ) from exc
             return fn()
 
     def query(
@@ -177,7 +195,7 @@ class FalkorGraphStore:
 
         started = time.monotonic()
         try:
-            res = self._call(run)
+            res = self._call(run, replay_safe=read_only)
         except redis.TimeoutError as exc:  # the engine did not stop the query itself within the grace period
             self._engine.kill_wedged(f"no answer to a query after {time.monotonic() - started:.1f} s")
             self._pool.disconnect()
