@@ -22,6 +22,13 @@ def _sqlite(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     return index, index.close
 
 
+def _sqlite_coded(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
+    """The same index with the 1-bit code shortlist maintained from the first row (vector_cache.py); the
+    suite's scopes are smaller than any shortlist, so this checks the codes follow every write."""
+    index = SqliteSearchIndex(folder / "search.db", approx_min_rows=0, shortlist_min=0)
+    return index, index.close
+
+
 _COLLECTIONS: dict[Path, Any] = {}
 
 
@@ -42,4 +49,4 @@ def _opensearch(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     return OpenSearchIndex(client, dimension=8), client.close
 
 
-SEARCH_INDEXES: dict[str, Factory] = {"sqlite": _sqlite, "opensearch": _opensearch}
+SEARCH_INDEXES: dict[str, Factory] = {"sqlite": _sqlite, "sqlite-coded": _sqlite_coded, "opensearch": _opensearch}

@@ -10,7 +10,8 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
 - Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
-  race) is noticed and reloaded. Filters become a candidate mask before the top-k.
+  race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
+  shortlist by 1-bit codes and rescore exactly (vector_cache.py).
 - Scores are raw: keyword = -bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
@@ -24,7 +25,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from sqlite3 import Connection
@@ -34,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
 from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
 from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter, Store
 
@@ -159,99 +161,6 @@ def _filter_values(value: Any) -> list[Any]:
     return values
 
 
-_BLAS_MIN_ROWS = 50_000
-
-
-def _scores(mat: Vector, query: Vector) -> Vector:
-    """Dot products of every row with the query.
-
-    Multi-threaded BLAS gemv costs a fixed 6-9 ms here when its worker threads have gone idle between
-    queries (measured on 2 cores), far more than the product itself below ~50k rows; einsum stays
-    single-threaded (5k x 384: ~0.5 ms, 20k: ~2 ms). Past that BLAS wins (100k: ~17 ms vs ~27 ms).
-    """
-    if mat.shape[0] < _BLAS_MIN_ROWS:
-        small: Vector = np.einsum("ij,j->i", mat, query)
-        return small
-    large: Vector = np.dot(mat, query)
-    return large
-
-
-@dataclass
-class _VectorScope:
-    """An in-memory copy of one scope's vectors; rows are appended, deletions are tombstones."""
-
-    generation: int
-    dim: int
-    mat: Vector
-    ids: npt.NDArray[np.int64]
-    coll: npt.NDArray[np.int32]
-    alive: npt.NDArray[np.bool_]
-    n: int = 0
-    dead: int = 0
-    pos: dict[int, int] = field(default_factory=dict)
-    coll_codes: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def empty(cls, generation: int, dim: int, capacity: int = 1024) -> _VectorScope:
-        return cls(
-            generation=generation,
-            dim=dim,
-            mat=np.zeros((capacity, dim), dtype=np.float32),
-            ids=np.zeros(capacity, dtype=np.int64),
-            coll=np.zeros(capacity, dtype=np.int32),
-            alive=np.zeros(capacity, dtype=np.bool_),
-        )
-
-    def _grow(self, need: int) -> None:
-        cap = len(self.ids)
-        if self.n + need <= cap:
-            return
-        new_cap = max(cap * 2, self.n + need)
-        mat = np.zeros((new_cap, self.dim), dtype=np.float32)
-        mat[: self.n] = self.mat[: self.n]
-        ids = np.zeros(new_cap, dtype=np.int64)
-        ids[: self.n] = self.ids[: self.n]
-        coll = np.zeros(new_cap, dtype=np.int32)
-        coll[: self.n] = self.coll[: self.n]
-        alive = np.zeros(new_cap, dtype=np.bool_)
-        alive[: self.n] = self.alive[: self.n]
-        self.mat, self.ids, self.coll, self.alive = mat, ids, coll, alive
-
-    def add(self, rows: Sequence[tuple[int, str, Vector]]) -> None:
-        self._grow(len(rows))
-        for rowid, collection, vector in rows:
-            if vector.shape != (self.dim,):
-                raise ValueError(f"vector dimension {vector.shape} does not match this scope's {self.dim}")
-            code = self.coll_codes.setdefault(collection, len(self.coll_codes))
-            i = self.n
-            self.mat[i] = vector
-            self.ids[i] = rowid
-            self.coll[i] = code
-            self.alive[i] = True
-            self.pos[rowid] = i
-            self.n += 1
-
-    def remove(self, rowids: Iterable[int]) -> None:
-        for rowid in rowids:
-            i = self.pos.pop(rowid, None)
-            if i is not None:
-                self.alive[i] = False
-                self.dead += 1
-        if self.dead > max(1024, self.n // 4):
-            self._compact()
-
-    def _compact(self) -> None:
-        keep = np.flatnonzero(self.alive[: self.n])
-        # Fresh arrays: readers holding the old ones keep a consistent view.
-        self.mat = self.mat[keep].copy()
-        self.ids = self.ids[keep].copy()
-        self.coll = self.coll[keep].copy()
-        self.alive = np.ones(len(keep), dtype=np.bool_)
-        self.n = len(keep)
-        self.dead = 0
-        self.pos = {int(r): i for i, r in enumerate(self.ids)}
-
-
 @dataclass
 class _Delta:
     removed: dict[ScopeKey, list[int]] = field(default_factory=lambda: defaultdict(list))
@@ -260,10 +169,15 @@ class _Delta:
 
 
 class SqliteSearchIndex:
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, approx_min_rows: int = APPROX_MIN_ROWS, shortlist_min: int = SHORTLIST_MIN
+    ) -> None:
         self._db = SqliteDb(path)
+        # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
+        self._approx_min_rows = approx_min_rows
+        self._shortlist_min = shortlist_min
         self._db.executescript(_SCHEMA)
-        self._vectors: dict[ScopeKey, _VectorScope] = {}
+        self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
@@ -541,7 +455,7 @@ class SqliteSearchIndex:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def _load(self, key: ScopeKey) -> _VectorScope | None:
+    def _load(self, key: ScopeKey) -> VectorScope | None:
         conn = self._db.conn
         conn.execute("BEGIN")  # one read snapshot for the generation and the rows
         try:
@@ -554,15 +468,15 @@ class SqliteSearchIndex:
         finally:
             conn.execute("COMMIT")
         if not rows:
-            return _VectorScope.empty(gen, 0, capacity=0)
+            return VectorScope.empty(gen, 0, capacity=0)
         dim = int(rows[0][2])
         if any(int(r[2]) != dim for r in rows):
             raise ValueError(f"scope {key[1]}/{key[2]} holds vectors of different dimensions")
-        cache = _VectorScope.empty(gen, dim, capacity=max(1024, len(rows) + len(rows) // 4))
+        cache = VectorScope.empty(gen, dim, capacity=max(1024, len(rows) + len(rows) // 4))
         cache.add([(int(r[0]), str(r[1]), np.frombuffer(r[3], dtype="<f4").astype(np.float32)) for r in rows])
         return cache
 
-    def _scope(self, key: ScopeKey) -> _VectorScope | None:
+    def _scope(self, key: ScopeKey) -> VectorScope | None:
         gen = self._generation(key)
         with self._cache_lock:
             cache = self._vectors.get(key)
@@ -601,23 +515,20 @@ class SqliteSearchIndex:
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
-            n = cache.n
-            mat, ids, coll, alive = cache.mat[:n], cache.ids[:n], cache.coll[:n], cache.alive[:n].copy()
+            view = cache.view(approximate=cache.n >= self._approx_min_rows)
             codes = [cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes]
-        mask = alive
+        mask = view.alive
         if flt.collections:
-            mask &= np.isin(coll, np.asarray(codes, dtype=np.int32))
+            mask &= np.isin(view.coll, np.asarray(codes, dtype=np.int32))
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
-            mask &= np.isin(ids, allowed)
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
+            mask &= np.isin(view.ids, allowed)
+        k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
+        rowids, scores = nearest(
+            view, query, mask, k, approx_min_rows=self._approx_min_rows, shortlist_min=self._shortlist_min
+        )
+        if rowids.size == 0:
             return []
-        scores = _scores(mat if candidates.size == n else mat[candidates], query)
-        k = min(limit * 2 + 8, scores.size)  # spare rows for ones deleted since the snapshot
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        rowids = (ids if candidates.size == n else ids[candidates])[top]
         found = {
             int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
             for r in self._db.conn.execute(
@@ -626,7 +537,7 @@ class SqliteSearchIndex:
             ).fetchall()
         }
         hits: list[Hit] = []
-        for rowid, score in zip(rowids, scores[top], strict=True):
+        for rowid, score in zip(rowids, scores, strict=True):
             meta = found.get(int(rowid))
             if meta is not None:
                 hits.append(Hit(chunk_id=meta[0], item_id=meta[1], collection=meta[2], score=float(score)))
