@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,3 +98,17 @@ def test_concurrent_callers_share_one_model(embedder: Embedder) -> None:
         results = list(pool.map(embedder.embed_query, texts))
     for i, text in enumerate(texts):
         assert _cos(results[i], results[texts.index(text)]) > 0.9999
+
+
+def test_query_vectors_match_the_recorded_reference(embedder: Embedder) -> None:
+    """Speed changes to the runtime (threads, spinning, padding) must not move the vectors: 300 SciFact
+    queries against vectors recorded before those changes (float16, tests/contract/data)."""
+    queries = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "queries.jsonl"
+    if not queries.exists():
+        pytest.skip("shared/data/beir_scifact is not present")
+    reference = np.load(Path(__file__).parent / "data" / "minilm_scifact_queries_300.npy").astype(np.float32)
+    with queries.open(encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for _, line in zip(range(len(reference)), f, strict=False)]
+    got = np.stack([embedder.embed_query(t) for t in texts])
+    cos = (got * reference).sum(axis=1) / np.linalg.norm(reference, axis=1)
+    assert float(cos.min()) >= 0.9999

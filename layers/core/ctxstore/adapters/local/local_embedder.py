@@ -213,6 +213,9 @@ class _Runtime:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        # Idle intra-op threads spin by default, burning the core the query's keyword lane (and other
+        # requests) need: a short query measured 23 -> 11 ms p50 on 2 busy cores, batches unchanged.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(onnx_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         tokenizer.enable_truncation(max_length=spec.max_tokens)
