@@ -1,6 +1,6 @@
 """Retrieval benchmark: quality (SciFact nDCG@10, LoCoMo evidence recall) and HTTP latency of POST /query.
 
-    uv run python -m bench.retrieval.run [--quick] [--skip-latency] [--skip-quality]
+    uv run python -m bench.retrieval.run [--quick] [--skip-latency] [--skip-quality | --latency-only]
 
 Quality runs through the query service's real path (QueryService.query: validation, lanes, fusion,
 routing, thinking) on a real local container; corpora are written into the search index directly
@@ -442,8 +442,14 @@ def main() -> None:
     )
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="only the HTTP latency part (= --skip-quality); the previous quality section is kept in the JSON",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    args.skip_quality = args.skip_quality or args.latency_only
     result: dict[str, Any] = {
         "quick": args.quick,
         "embedding_model": "sentence-transformers/all-MiniLM-L6-v2 (onnxruntime)",
