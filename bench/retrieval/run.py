@@ -4,7 +4,8 @@
 
 Quality runs through the query service's real path (QueryService.query: validation, lanes, fusion,
 routing, thinking) on a real local container; corpora are written into the search index directly
-(one chunk per SciFact document as in baselines.py; one memory chunk per LoCoMo turn), with their
+(one chunk per SciFact document as in baselines.py; one memory chunk per LoCoMo turn, built by the
+pipeline's conversation chunker, so each turn's vector also sees the previous turn), with their
 vectors computed by the real embedder and cached under bench/.cache. Baselines in the same run:
 FTS5 BM25 alone and the embedding model alone (the index's keyword_search / vector_search).
 
@@ -41,6 +42,8 @@ from tests.support.server import ServerProcess
 
 from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
+from ctxstore.domain.chunking import embedding_input
+from ctxstore.domain.conversation import Turn, turn_chunks
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter, SearchIndex
@@ -202,19 +205,29 @@ def locomo(local: Local, quick: bool) -> dict[str, Any]:
     samples = json.loads(LOCOMO.read_text(encoding="utf-8"))
     if quick:
         samples = samples[:2]
+    # Each session is one conversation memory, chunked by the pipeline's own function: one chunk per
+    # turn ("Speaker: text"), embedded with the end of the previous turn as context.
     turns: list[tuple[str, str, str, float]] = []  # sample, dia_id, text, time
+    embed_texts: list[str] = []
     for s in samples:
         conv = s["conversation"]
         for key, value in conv.items():
             if not re.fullmatch(r"session_\d+", key):
                 continue
             when = _session_time(conv.get(f"{key}_date_time", ""))
-            for t in value:
-                text = f"{t['speaker']}: {t['text']}"
-                if t.get("blip_caption"):
-                    text += f" [shares an image: {t['blip_caption']}]"
-                turns.append((s["sample_id"], t["dia_id"], text, when))
-    vectors = embed_cached(f"locomo{'-quick' if quick else ''}", [t[2] for t in turns], local)
+            session = [
+                Turn(
+                    t["speaker"],
+                    t["text"] + (f" [shares an image: {t['blip_caption']}]" if t.get("blip_caption") else ""),
+                )
+                for t in value
+            ]
+            chunks = turn_chunks(f"{s['sample_id']}/{key}", session)
+            assert len(chunks) == len(value), "a LoCoMo turn longer than a chunk would break the turn ids"
+            for t, c in zip(value, chunks, strict=True):
+                turns.append((s["sample_id"], t["dia_id"], c.text, when))
+                embed_texts.append(embedding_input("", c))
+    vectors = embed_cached(f"locomo-turnctx{'-quick' if quick else ''}", embed_texts, local)
     local.create_database("locomo")
     org = local.principal.org
     upsert(

@@ -30,6 +30,12 @@ class Chunk:
     position: int
     text: str
     heading: str  # "A > B" path of the section the chunk starts in
+    context: str = ""  # embedded with the chunk, never stored as its text (e.g. the turn before it)
+
+
+def embedding_input(title: str, chunk: Chunk) -> str:
+    """What the embedder sees for a chunk: its item's title and its context, then its own text."""
+    return "\n".join(part for part in (title, chunk.context, chunk.text) if part)
 
 
 @dataclass(frozen=True)

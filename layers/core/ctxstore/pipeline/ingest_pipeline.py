@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.domain.chunking import Chunk, chunk_id, chunk_markdown
+from ctxstore.domain.chunking import Chunk, chunk_id, chunk_markdown, embedding_input
+from ctxstore.domain.conversation import Turn, pair_turns, turn_chunks
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.parsing import ParseError, parse_document
 from ctxstore.pipeline.retry_policy import TransientError
@@ -48,6 +49,12 @@ class PipelineConfig:
     chunk_size: int = 1200
     chunk_overlap: int = 150
     embed_batch: int = 64
+
+
+@dataclass(frozen=True)
+class Parsed:
+    text: str  # the whole content (what inference reads)
+    turns: list[Turn] | None = None  # a conversation memory: chunked one turn at a time
 
 
 class StaleJob(Exception):
@@ -111,11 +118,11 @@ class IngestPipeline:
     def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: dict[str, Any]) -> list[Chunk] | None:
         """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:
-            text = self.parse(org, record)
+            parsed = self.parse(org, record)
         except ParseError as exc:
             self._set(org, ref, version, ERRORED, error_code=exc.code or PARSE_FAILED, error_message=str(exc))
             return None
-        return self.chunk(ref, record, text)
+        return self.chunk(ref, record, parsed)
 
     def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
         """Index the chunks and mark the item graph_creation (searchable from here)."""
@@ -147,28 +154,34 @@ class IngestPipeline:
         )
 
     # ---- steps -----------------------------------------------------------------------------
-    def parse(self, org: str, record: dict[str, Any]) -> str:
+    def parse(self, org: str, record: dict[str, Any]) -> Parsed:
         try:
             data = self._c.blobs.get(org, str(record["blob_key"]))
         except BlobNotFound:
             raise StaleJob() from None  # replaced by a newer version whose upload removed ours
         if record["source_type"] == "file":
-            return parse_document(str(record["title"]), data, str(record["ext"])).text
+            return Parsed(parse_document(str(record["title"]), data, str(record["ext"])).text)
         body = json.loads(data)
         if body.get("pairs"):
             speaker = body.get("user_name") or "User"
-            turns = [f"{speaker}: {p['user']}\nAssistant: {p['assistant']}".strip() for p in body["pairs"]]
-            text = "\n\n".join(turns)
-        else:
-            text = str(body.get("text") or "")
+            exchanges = [
+                f"{speaker}: {p.get('user') or ''}\nAssistant: {p.get('assistant') or ''}".strip()
+                for p in body["pairs"]
+            ]
+            return Parsed("\n\n".join(exchanges), pair_turns(body["pairs"], body.get("user_name")))
+        text = str(body.get("text") or "")
         title = str(record.get("title") or "")
-        return f"# {title}\n\n{text}" if title and record["source_type"] == "app" else text
+        return Parsed(f"# {title}\n\n{text}" if title and record["source_type"] == "app" else text)
 
-    def chunk(self, ref: ItemRef, record: dict[str, Any], text: str) -> list[Chunk]:
+    def chunk(self, ref: ItemRef, record: dict[str, Any], parsed: Parsed) -> list[Chunk]:
         scope = ref.pk
-        chunks = chunk_markdown(
-            ref.item_id, text, size=self._cfg.chunk_size, overlap=self._cfg.chunk_overlap, scope=scope
-        )
+        text = parsed.text
+        if parsed.turns:
+            chunks = turn_chunks(ref.item_id, parsed.turns, scope=scope, size=self._cfg.chunk_size)
+        else:
+            chunks = chunk_markdown(
+                ref.item_id, text, size=self._cfg.chunk_size, overlap=self._cfg.chunk_overlap, scope=scope
+            )
         if record.get("infer") and self._c.inferrer is not None:
             inferred = self._c.inferrer.infer_memories([text], record.get("user_name"))
             base = len(chunks)
@@ -201,7 +214,7 @@ class IngestPipeline:
         todo = [c for c in chunks if c.id not in known]
         for start in range(0, len(todo), self._cfg.embed_batch):
             batch = todo[start : start + self._cfg.embed_batch]
-            vectors = embedder.embed_documents([f"{title}\n{c.text}" if title else c.text for c in batch])
+            vectors = embedder.embed_documents([embedding_input(title, c) for c in batch])
             for c, v in zip(batch, vectors, strict=True):
                 known[c.id] = v
         return known

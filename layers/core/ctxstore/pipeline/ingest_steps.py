@@ -87,7 +87,7 @@ class IngestSteps:
         if chunks is None:  # unparseable: the item is errored with the parser's code
             return dict(STOP)
         work = _work_prefix(record)
-        body = [[c.id, c.position, c.text, c.heading] for c in chunks]
+        body = [[c.id, c.position, c.text, c.heading, c.context] for c in chunks]
         self._blobs.put(t.org, work + "chunks.json", json.dumps(body).encode(), content_type="application/json")
         size = self._p.embed_batch
         batches = [{"start": s, "end": min(s + size, len(chunks))} for s in range(0, len(chunks), size)]
@@ -169,7 +169,8 @@ class IngestSteps:
             raw = json.loads(self._blobs.get(org, work + "chunks.json"))
         except BlobNotFound:
             raise StaleJob() from None  # the item was deleted (its blobs went with it)
-        return [Chunk(str(i), int(p), str(text), str(h)) for i, p, text, h in raw]
+        # The context (5th field) is absent from work files written before it existed.
+        return [Chunk(str(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]) if len(r) > 4 else "") for r in raw]
 
     def _load_batch(self, org: str, work: str, start: int) -> Any:
         try:
