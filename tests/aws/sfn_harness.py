@@ -10,6 +10,7 @@ waits are recorded instead of slept.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import traceback
@@ -55,6 +56,7 @@ class LambdaRouter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, handlers: dict[str, Callable[..., Any]]) -> None:
         from moto.awslambda.models import LambdaBackend
+        from moto.stepfunctions.parser import models as sfn_models
         from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
         self.handlers = handlers
@@ -62,6 +64,7 @@ class LambdaRouter:
         self.waits: list[float] = []
         monkeypatch.setattr(LambdaBackend, "invoke", self._invoke)
         monkeypatch.setattr(retrier_decl.time, "sleep", self.waits.append)
+        monkeypatch.setattr(sfn_models, "copy", _SnapshotCopy)
 
     def _invoke(
         self, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
@@ -76,11 +79,33 @@ class LambdaRouter:
         except Exception as exc:  # what the Lambda Python runtime reports for an unhandled exception
             self.calls.append((name, event, type(exc).__name__))
             response_headers["x-amz-function-error"] = "Unhandled"
-            payload = {"errorType": type(exc).__name__, "errorMessage": str(exc),
-                       "stackTrace": traceback.format_tb(exc.__traceback__)}
+            payload = {
+                "errorType": type(exc).__name__,
+                "errorMessage": str(exc),
+                "stackTrace": traceback.format_tb(exc.__traceback__),
+            }
             return json.dumps(payload).encode()
         self.calls.append((name, event, "ok"))
         return json.dumps(result).encode()
+
+
+class _SnapshotCopy:
+    """moto's start_execution deep-copies the state machine as the new execution's snapshot, together with
+    the executions already running on it; whether one of those holds a lock at that moment (a task in
+    flight) is timing, and a lock cannot be copied, so the second start of one request failed now and then.
+    The snapshot only needs the definition: copy it without the running executions."""
+
+    @staticmethod
+    def deepcopy(obj: Any, memo: dict[int, Any] | None = None) -> Any:
+        from moto.stepfunctions.models import StateMachineInstance
+
+        if not isinstance(obj, StateMachineInstance):
+            return copy.deepcopy(obj, memo)
+        running, obj.executions = obj.executions, []
+        try:
+            return copy.deepcopy(obj, memo)
+        finally:
+            obj.executions = running
 
 
 def create_state_machine() -> str:
