@@ -119,20 +119,8 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 # ---- SciFact -------------------------------------------------------------------------------------
 
 
-def scifact(local: Local, quick: bool) -> dict[str, Any]:
-    corpus = load_jsonl(SCIFACT / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in load_jsonl(SCIFACT / "queries.jsonl")}
-    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
-    if quick:
-        qrels = dict(list(qrels.items())[:100])
-    embedder = local.container.embedder
-    assert embedder is not None
-    # Same vectors as baselines.py: "title abstract", truncated by the model at 256 tokens.
-    base_cache = CACHE / f"scifact-{embedder.model_id.replace('/', '__')}-256.npy"
-    if base_cache.exists():
-        vectors = np.load(base_cache).astype(np.float32)
-    else:
-        vectors = embed_cached("scifact", [f"{d.get('title', '')} {d['text']}".strip() for d in corpus], local)
+def index_scifact(local: Local, corpus: list[dict[str, Any]], vectors: Vectors) -> str:
+    """SciFact as the benchmarks index it: one knowledge chunk per document (title + abstract); returns the org."""
     local.create_database("scifact")
     org = local.principal.org
     upsert(
@@ -153,6 +141,24 @@ def scifact(local: Local, quick: bool) -> dict[str, Any]:
             for i, d in enumerate(corpus)
         ],
     )
+    return org
+
+
+def scifact(local: Local, quick: bool) -> dict[str, Any]:
+    corpus = load_jsonl(SCIFACT / "corpus.jsonl")
+    queries = {q["_id"]: q["text"] for q in load_jsonl(SCIFACT / "queries.jsonl")}
+    qrels = load_qrels(SCIFACT / "qrels" / "test.tsv")
+    if quick:
+        qrels = dict(list(qrels.items())[:100])
+    embedder = local.container.embedder
+    assert embedder is not None
+    # Same vectors as baselines.py: "title abstract", truncated by the model at 256 tokens.
+    base_cache = CACHE / f"scifact-{embedder.model_id.replace('/', '__')}-256.npy"
+    if base_cache.exists():
+        vectors = np.load(base_cache).astype(np.float32)
+    else:
+        vectors = embed_cached("scifact", [f"{d.get('title', '')} {d['text']}".strip() for d in corpus], local)
+    org = index_scifact(local, corpus, vectors)
     flt = SearchFilter(database="scifact", collections=[""], store="knowledge")
 
     def service(**kw: Any) -> Callable[[str], list[str]]:

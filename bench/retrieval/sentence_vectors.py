@@ -37,10 +37,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from bench.retrieval.baselines import CACHE, load_jsonl, load_qrels, ndcg_at_k
-from bench.retrieval.run import SCIFACT, Local, upsert
+from bench.retrieval.run import SCIFACT, Local, index_scifact
 
 from ctxstore.ports.embedder import Embedder
-from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.retrieval import thinking
 from ctxstore.retrieval.fusion import ranked
 from ctxstore.retrieval.hybrid import HybridRetriever, RetrievalScope
@@ -161,26 +160,7 @@ def main() -> None:
             print("Ingest cost (same abstracts as chunks, then as sentences)", flush=True)
             result["ingest_cost"] = ingest_cost(corpus, embedder)
             print(f"  {result['ingest_cost']}", flush=True)
-            local.create_database("scifact")
-            org = local.principal.org
-            upsert(
-                local.index,
-                org,
-                [
-                    ChunkDoc(
-                        f"{d['_id']}#0",
-                        d["_id"],
-                        "scifact",
-                        "",
-                        "knowledge",
-                        d["text"],
-                        docvec[i],
-                        title=d.get("title", ""),
-                        source_type="file",
-                    )
-                    for i, d in enumerate(corpus)
-                ],
-            )
+            org = index_scifact(local, corpus, docvec)
             r = HybridRetriever(local.index, embedder)
             scope = RetrievalScope(org=org, database="scifact", collections=[""], stores=["knowledge"])
             title_bm25 = TitleBm25(corpus)
