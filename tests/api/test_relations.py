@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+from ctxstore.ports.extractor import Extraction
 from tests.support.app import LocalApp
 
 TEXT = "Ada Lovelace joined Acme Corp in March 2024. Microsoft acquired GitHub in 2018."
@@ -282,3 +284,30 @@ def test_a_graph_without_version_token_is_read_uncached(db: LocalApp) -> None:
     db.container.graph.query("default", "ctx:knowledge:acme:", "MATCH (v:GraphVersion) DELETE v")  # type: ignore[union-attr]
     assert [relations(db, limit=1, cursor=c).json()["data"] for c in (0, 1)] == cached
     assert cached[0]["is_truncated"] is True and cached[1]["is_truncated"] is False
+
+
+class _CountingSpacy(SpacyExtractor):
+    def __init__(self) -> None:
+        self.single = 0
+        self.batches: list[int] = []
+
+    def extract(self, text: str) -> Extraction:
+        self.single += 1
+        return super().extract(text)
+
+    def extract_many(self, texts: list[str], batch_size: int = 64) -> list[Extraction]:
+        self.batches.append(len(texts))
+        return super().extract_many(texts, batch_size)
+
+
+def test_the_graph_step_extracts_all_chunks_of_an_item_in_one_batch(db: LocalApp) -> None:
+    counting = _CountingSpacy()
+    db.container.extractor = counting
+    # Three sections -> several chunks; each sentence names a relation the batch must still find.
+    text = "\n\n".join(f"# Part {i}\n\n" + TEXT + " filler" * 300 for i in range(3))
+    ingest(db, [{"id": "long", "title": "Long", "type": "note", "content": {"text": text}}])
+    chunks = db.client.get("/context/chunks", params={"database": "acme", "id": "long"}, headers=db.headers())
+    n_chunks = len(chunks.json()["data"]["chunks"])
+    assert n_chunks >= 3
+    assert counting.batches == [n_chunks] and counting.single == 0
+    assert ("Ada Lovelace", "works_at", "Acme Corp") in triples(relations(db).json()["data"])

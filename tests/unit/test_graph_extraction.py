@@ -98,3 +98,14 @@ def test_llm_extractor_drops_malformed_answers() -> None:
 
     x = LlmExtractor("http://llm.test/v1", "m", transport=httpx.MockTransport(handler))
     assert x.extract("text").relations == []
+
+
+def test_extract_many_answers_exactly_as_extract_one_by_one() -> None:
+    texts = [
+        "Ada Lovelace joined Acme Corp in March 2024 as an engineer.",
+        "",
+        "Google was founded by Larry Page and Sergey Brin in 1998.",
+        "Tim Cook is the CEO of Apple. Salesforce acquired Slack.",
+    ]
+    x = SpacyExtractor()
+    assert x.extract_many(texts) == [x.extract(t) for t in texts]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,13 @@ class Extractor(Protocol):
     """Entities and relations from chunk text (offline rules by default, an LLM when configured)."""
 
     def extract(self, text: str) -> Extraction: ...
+
+
+@runtime_checkable
+class BatchExtractor(Extractor, Protocol):
+    """An extractor that is cheaper per text when given many at once (spaCy's `pipe` batches its models)."""
+
+    def extract_many(self, texts: list[str]) -> list[Extraction]: ...
 
 
 class MemoryInferrer(Protocol):

