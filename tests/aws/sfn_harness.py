@@ -6,12 +6,18 @@ function the template deploys under that name, imported as Lambda would import i
 way the Lambda Python runtime does: the handler's return value as the payload, or for an exception
 ``{"errorType": <class name>, "errorMessage": ...}`` with ``X-Amz-Function-Error: Unhandled``. Retry
 waits are recorded instead of slept.
+
+moto runs each task on a daemon thread that waits, with no time limit, for the task's thread to report;
+a task thread that dies without reporting leaves the execution RUNNING for good, silently. So nothing
+a handler raises may escape the invoke, and a run that does not finish reports what was in flight.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -62,8 +68,12 @@ class LambdaRouter:
         self.handlers = handlers
         self.calls: list[tuple[str, dict[str, Any], str]] = []  # (function, event, outcome)
         self.waits: list[float] = []
+        self.in_flight: dict[str, tuple[str, float]] = {}  # thread name -> (function, start)
         monkeypatch.setattr(LambdaBackend, "invoke", self._invoke)
-        monkeypatch.setattr(retrier_decl.time, "sleep", self.waits.append)
+        # Only the retrier's module sees a recording clock: `retrier_decl.time.sleep` is the process-wide
+        # time.sleep, and replacing it turned every other sleep (the test's polling, backoff loops in
+        # other threads) into a busy loop and padded `waits` with polls.
+        monkeypatch.setattr(retrier_decl, "time", _RecordingClock(self.waits))
         monkeypatch.setattr(sfn_models, "copy", _SnapshotCopy)
 
     def _invoke(
@@ -74,19 +84,48 @@ class LambdaRouter:
 
         name = function_name.rsplit(":", 1)[-1]
         event = json.loads(body) if body else {}
+        thread = threading.current_thread().name
+        self.in_flight[thread] = (name, time.monotonic())
         try:
             result = self.handlers[name](event, FakeContext(function_name=name))
-        except Exception as exc:  # what the Lambda Python runtime reports for an unhandled exception
+            payload = json.dumps(result).encode()
+        # BaseException too: moto's task thread catches only Exception, and a SystemExit (say) would end
+        # it without a word. Lambda reports a handler that exits as a function error; so does this.
+        except BaseException as exc:
             self.calls.append((name, event, type(exc).__name__))
             response_headers["x-amz-function-error"] = "Unhandled"
-            payload = {
+            error = {
                 "errorType": type(exc).__name__,
                 "errorMessage": str(exc),
                 "stackTrace": traceback.format_tb(exc.__traceback__),
             }
-            return json.dumps(payload).encode()
+            return json.dumps(error).encode()
+        finally:
+            self.in_flight.pop(thread, None)
         self.calls.append((name, event, "ok"))
-        return json.dumps(result).encode()
+        return payload
+
+    def report(self) -> str:
+        """The invocations still running and every thread's stack: what a run that never ends was doing."""
+        now = time.monotonic()
+        lines = [f"in flight: {name} on {thread} for {now - t0:.1f} s" for thread, (name, t0) in self.in_flight.items()]
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            lines.append(f"--- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)))
+        return "\n".join(lines)
+
+
+class _RecordingClock:
+    """The `time` module as moto's retrier sees it: sleep records the wait instead of sleeping."""
+
+    def __init__(self, waits: list[float]) -> None:
+        self._waits = waits
+
+    def sleep(self, seconds: float) -> None:
+        self._waits.append(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
 
 
 class _SnapshotCopy:
@@ -116,7 +155,9 @@ def create_state_machine() -> str:
     return arn
 
 
-def wait_for_executions(arn: str, count: int, timeout_s: float = 120.0) -> list[dict[str, Any]]:
+def wait_for_executions(
+    arn: str, count: int, timeout_s: float = 120.0, router: LambdaRouter | None = None
+) -> list[dict[str, Any]]:
     """Every execution of the machine once `count` of them have stopped running."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
     deadline = time.monotonic() + timeout_s
@@ -126,7 +167,11 @@ def wait_for_executions(arn: str, count: int, timeout_s: float = 120.0) -> list[
         if len(done) >= count:
             return [sfn.describe_execution(executionArn=e["executionArn"]) for e in execs]
         if time.monotonic() > deadline:
-            raise AssertionError(f"executions still running: {execs}")
+            last = {e["name"]: history(e["executionArn"])[-3:] for e in execs if e["status"] == "RUNNING"}
+            raise AssertionError(
+                f"executions still running after {timeout_s:.0f} s: {execs}\nlast events: {last}\n"
+                + (router.report() if router else "")
+            )
         time.sleep(0.05)
 
 
