@@ -494,3 +494,21 @@ def test_request_validation(la: LocalApp) -> None:
     assert post(la, query="x", graph_context="yes").status_code == 400
     r = la.client.post("/query", content=b"{not json", headers={**la.headers(), "Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["success"] is False
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_either_embedding_precision_serves_the_semantic_answers(tmp_path: Path, precision: str) -> None:
+    """CTXSTORE_EMBEDDING_PRECISION picks the graph the container runs; pure-vector queries (alpha=1, no
+    keyword overlap) find the right item with either."""
+    app = make_app(tmp_path / "d", embedding_precision=precision)
+    try:
+        assert app.container.embedder is not None
+        assert app.container.embedder.model_id.endswith(":int8") == (precision == "int8")
+        app.create_ready_database("acme", database_metadata_schema=SCHEMA)
+        ingest(app, app_knowledge=APPS)
+        app.drain()
+        assert ids(data(app, query="a pet reptile that eats mice", alpha=1.0, mode="fast"))[0] == "snake"
+        assert ids(data(app, query="when does money from card payments arrive", alpha=1.0, mode="fast"))[0] == "pay"
+        assert ids(data(app, query="which dog comes to work", alpha=1.0, mode="fast"))[0] == "dog"
+    finally:
+        app.close()

@@ -61,7 +61,7 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.workflow = QueueWorkflowStarter(c.queue)
     index = SqliteSearchIndex(settings.data_dir / "search.db")
     c.search_index = index
-    c.embedder = CachedEmbedder(LocalEmbedder())
+    c.embedder = CachedEmbedder(LocalEmbedder(precision=settings.embedding_precision))
     c.inferrer = RuleInferrer()
     if settings.inferrer == "llm":
         from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer

