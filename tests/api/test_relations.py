@@ -288,6 +288,7 @@ def test_a_graph_without_version_token_is_read_uncached(db: LocalApp) -> None:
 
 class _CountingSpacy(SpacyExtractor):
     def __init__(self) -> None:
+        super().__init__()  # in-process, so the calls can be counted
         self.single = 0
         self.batches: list[int] = []
 

@@ -21,6 +21,20 @@ def _statuses(client, ids: list[str]) -> dict[str, str]:  # type: ignore[no-unty
     return out
 
 
+def _spawned_children(pid: int) -> list[int]:
+    """Processes the server spawned through multiprocessing (the extraction pool)."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and b"multiprocessing" in cmd:
+            out.append(int(proc.name))
+    return out
+
+
 def test_kill9_during_ingest_then_restart_completes_everything_once(tmp_path: Path) -> None:
     data = tmp_path / "data"
     ids = [f"item{i:03d}" for i in range(N)]
@@ -55,7 +69,14 @@ def test_kill9_during_ingest_then_restart_completes_everything_once(tmp_path: Pa
                     break
                 time.sleep(0.1)
             before = _statuses(c, ids)
+            children = _spawned_children(srv.proc.pid)
+            assert children, "the extraction pool should be running by now"
         srv.kill9()
+    # The extraction pool's processes follow their server instead of living on as orphans.
+    deadline = time.time() + 10
+    while any(Path(f"/proc/{child}").exists() for child in children) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not [child for child in children if Path(f"/proc/{child}").exists()]
     assert sum(v == "completed" for v in before.values()) < N, "the kill came too late to test anything"
 
     with sqlite3.connect(data / "records.db") as conn:

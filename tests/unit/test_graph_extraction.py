@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 
+from ctxstore.adapters.local import spacy_extractor
 from ctxstore.adapters.local.llm_extractor import LlmExtractor
 from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
 from ctxstore.domain.graph_keys import canonical_predicate, entity_id, normalize_name
+from ctxstore.ports.extractor import Extraction
 
 
 def _rels(text: str) -> dict[tuple[str, str], tuple[str, str, str | None]]:
@@ -109,3 +112,36 @@ def test_extract_many_answers_exactly_as_extract_one_by_one() -> None:
     ]
     x = SpacyExtractor()
     assert x.extract_many(texts) == [x.extract(t) for t in texts]
+
+
+TEXTS = [
+    "Ada Lovelace joined Acme Corp in March 2024 as an engineer.",
+    "Google was founded by Larry Page and Sergey Brin in 1998.",
+]
+
+
+def test_a_process_pool_extractor_answers_like_in_process_and_runs_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = SpacyExtractor().extract_many(TEXTS)
+    pooled = SpacyExtractor(processes=1)
+    pooled.extract_many(TEXTS)  # the child is spawned and loads spaCy before the patch below
+
+    def not_here(self: SpacyExtractor, doc: object) -> Extraction:
+        raise AssertionError("extraction ran in the calling process")
+
+    monkeypatch.setattr(SpacyExtractor, "extract_doc", not_here)  # the spawned child never sees this patch
+    assert pooled.extract_many(TEXTS) == expected
+    assert pooled.extract(TEXTS[0]) == expected[0]
+
+
+def test_a_broken_pool_is_replaced_and_the_call_still_answered() -> None:
+    pooled = SpacyExtractor(processes=1)
+    expected = pooled.extract_many(TEXTS)
+    pool = spacy_extractor._pool
+    assert pool is not None
+    for proc in list(pool._processes.values()):  # a child killed (OOM killer, kill -9)
+        proc.kill()
+        proc.join(10)
+    assert pooled.extract_many(TEXTS) == expected  # answered in-process this once
+    assert spacy_extractor._pool is not pool
+    assert pooled.extract_many(TEXTS) == expected  # and by a fresh pool afterwards
+    assert spacy_extractor._pool is not None and spacy_extractor._pool is not pool

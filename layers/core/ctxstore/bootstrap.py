@@ -124,7 +124,8 @@ def build_extractor(settings: Settings) -> Extractor | None:
         return BedrockExtractor(settings.extractor_model_id)
     from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
 
-    return SpacyExtractor()
+    # A process pool needs /dev/shm, which Lambda lacks: only the local server runs one.
+    return SpacyExtractor(processes=settings.extractor_processes if settings.backend == "local" else 0)
 
 
 def recover_local(c: Container) -> int:

