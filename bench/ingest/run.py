@@ -83,6 +83,19 @@ def _peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _children(pid: int) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(proc.name)] = "extraction" if b"multiprocessing" in b" ".join(cmd) else Path(cmd[0].decode()).name
+    return out
+
+
 def bench_plain(c: httpx.Client, n: int) -> dict[str, Any]:
     c.post("/databases", json={"database": "plain"})
     _wait_ready(c, "plain")
@@ -196,6 +209,10 @@ def main() -> None:
             if not args.skip_docs and PARSER_DOCS.exists():
                 result["parser_docs"] = bench_parser_docs(c)
             result["server_peak_rss_mb"] = round(_peak_rss_mb(srv.proc.pid), 1)
+            # The server's own children: the embedded graph engine and the extraction process.
+            result["children_peak_rss_mb"] = {
+                name: round(_peak_rss_mb(pid), 1) for pid, name in _children(srv.proc.pid).items()
+            }
         srv.stop()
     out = ROOT / "bench" / "results" / "ingest.json"
     out.parent.mkdir(parents=True, exist_ok=True)
