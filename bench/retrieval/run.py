@@ -302,7 +302,10 @@ def build_latency_corpus(data_dir: Path, sizes: list[int]) -> str:
         corpus = load_jsonl(SCIFACT / "corpus.jsonl")
         embedder = local.container.embedder
         assert embedder is not None
-        base = np.load(CACHE / f"scifact-{embedder.model_id.replace('/', '__')}-256.npy").astype(np.float32)
+        name = embedder.model_id.replace("/", "__")
+        # baselines.py's cache, else the quality run's (same texts; written by embed_cached).
+        cached = [CACHE / f"scifact-{name}-256.npy", CACHE / f"scifact-{name}.npy"]
+        base = np.load(next((p for p in cached if p.exists()), cached[-1])).astype(np.float32)
         sentences = [s for d in corpus for s in re.split(r"(?<=[.!?])\s+", d["text"]) if len(s) > 30]
         rng = np.random.default_rng(7)
         pyrng = random.Random(7)
