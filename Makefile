@@ -16,6 +16,7 @@ serve: setup
 
 lint: setup
 	$(UV) run ruff check .
+	$(UV) run ruff format --check .
 
 typecheck: setup
 	$(UV) run mypy
@@ -25,6 +26,7 @@ importlint: setup
 
 test: setup
 	$(UV) run ruff check .
+	$(UV) run ruff format --check .
 	$(UV) run mypy
 	$(UV) run lint-imports
 	# A hard cap well inside the CI budget: whatever hangs, the run ends with a failure instead of a timeout.

@@ -56,7 +56,11 @@ def sample(name: str) -> dict[str, object]:
     env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT / "layers/core"), "PYTHONDONTWRITEBYTECODE": "0"}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(ROOT / "functions" / name / "app.py")],
-        env=env, capture_output=True, text=True, check=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     )
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -103,8 +107,11 @@ def main() -> None:
             for d in fn_dirs:
                 if (d / "app.py").read_bytes() == (ROOT / "functions" / name / "app.py").read_bytes():
                     total = dir_bytes(d) + layers
-                    sizes[name] = {"function_bytes": dir_bytes(d), "unzipped_total_bytes": total,
-                                   "headroom_bytes": LAMBDA_LIMIT_BYTES - total}
+                    sizes[name] = {
+                        "function_bytes": dir_bytes(d),
+                        "unzipped_total_bytes": total,
+                        "headroom_bytes": LAMBDA_LIMIT_BYTES - total,
+                    }
         report["sizes"] = sizes
     report["functions"] = functions
     out = ROOT / "bench/results/aws_import_times.json"

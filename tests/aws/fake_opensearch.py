@@ -83,8 +83,16 @@ class FakeCollection:
                 hits = self._matching(name, req.body["query"])
                 for doc_id in hits:
                     del self.indexes[name]["docs"][doc_id]
-                return 200, {"took": 1, "timed_out": False, "total": len(hits), "deleted": len(hits),
-                             "batches": 1, "version_conflicts": 0, "noops": 0, "failures": []}
+                return 200, {
+                    "took": 1,
+                    "timed_out": False,
+                    "total": len(hits),
+                    "deleted": len(hits),
+                    "batches": 1,
+                    "version_conflicts": 0,
+                    "noops": 0,
+                    "failures": [],
+                }
             if op == "_doc":
                 return 400, _error("illegal_argument_exception", "document ID is not supported in create/index")
         return 400, _error("illegal_argument_exception", f"unsupported request {req.method} {req.path}")
@@ -102,10 +110,16 @@ class FakeCollection:
     def _bulk(self, lines: list[Any]) -> tuple[int, Any]:
         items = []
         for action, doc in zip(lines[::2], lines[1::2], strict=True):
-            (op, meta), = action.items()
+            ((op, meta),) = action.items()
             if op != "index" or "_id" in meta:
-                items.append({op: {"status": 400, "error": _error("illegal_argument_exception",
-                                                                   "document ID is not supported")["error"]}})
+                items.append(
+                    {
+                        op: {
+                            "status": 400,
+                            "error": _error("illegal_argument_exception", "document ID is not supported")["error"],
+                        }
+                    }
+                )
                 continue
             name = meta["_index"]
             if name not in self.indexes:
@@ -125,8 +139,9 @@ class FakeCollection:
 
     def _search(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         docs = self.indexes[name]["docs"]
-        scored = [(s, doc_id) for doc_id, doc in docs.items()
-                  if (s := self._score(name, body.get("query"), doc)) is not None]
+        scored = [
+            (s, doc_id) for doc_id, doc in docs.items() if (s := self._score(name, body.get("query"), doc)) is not None
+        ]
         if "sort" in body:
             keys = [next(iter(k)) for k in body["sort"]]
             rows = sorted(([docs[d].get(k) for k in keys], s, d) for s, d in scored)
@@ -145,19 +160,23 @@ class FakeCollection:
             if key is not None:
                 hit["sort"] = key
             hits.append(hit)
-        return {"took": 1, "timed_out": False, "_shards": _SHARDS,
-                "hits": {"total": {"value": len(ordered), "relation": "eq"}, "max_score": None, "hits": hits}}
+        return {
+            "took": 1,
+            "timed_out": False,
+            "_shards": _SHARDS,
+            "hits": {"total": {"value": len(ordered), "relation": "eq"}, "max_score": None, "hits": hits},
+        }
 
     def _score(self, name: str, query: Any, doc: dict[str, Any]) -> float | None:
         """None when the document does not match; otherwise its score."""
         if query is None or "match_all" in query:
             return 1.0
-        (kind, spec), = query.items()
+        ((kind, spec),) = query.items()
         if kind == "term":
-            (f, v), = spec.items()
+            ((f, v),) = spec.items()
             return 0.0 if _has(doc.get(f), [v]) else None
         if kind == "terms":
-            (f, vs), = spec.items()
+            ((f, vs),) = spec.items()
             return 0.0 if _has(doc.get(f), vs) else None
         if kind == "bool":
             total = 0.0
@@ -170,7 +189,7 @@ class FakeCollection:
         if kind == "multi_match":
             return self._multi_match(name, spec, doc)
         if kind == "knn":
-            (f, knn), = spec.items()
+            ((f, knn),) = spec.items()
             if doc.get(f) is None or ("filter" in knn and self._score(name, knn["filter"], doc) is None):
                 return None
             ip = float(np.dot(np.asarray(doc[f], dtype=np.float32), np.asarray(knn["vector"], dtype=np.float32)))
@@ -190,8 +209,9 @@ class FakeCollection:
                 best = s if best is None else max(best, s)
         return best
 
-    def _field_score(self, name: str, f: str, doc: dict[str, Any], q: list[tuple[int, str]],
-                     spec: dict[str, Any]) -> float | None:
+    def _field_score(
+        self, name: str, f: str, doc: dict[str, Any], q: list[tuple[int, str]], spec: dict[str, Any]
+    ) -> float | None:
         tokens = analyse(doc.get(f) or "")
         words = [t for _, t in tokens]
         qterms = [t for _, t in q]
@@ -228,8 +248,7 @@ _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 
 
 def _error(kind: str, reason: str) -> dict[str, Any]:
-    return {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason},
-            "status": 400}
+    return {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason}, "status": 400}
 
 
 class RecordingAdapter(BaseAdapter):

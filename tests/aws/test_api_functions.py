@@ -71,7 +71,9 @@ EXPECTED: dict[str, int] = {
 
 @pytest.mark.parametrize("sample", sorted(EXPECTED))
 def test_each_sample_event_runs_through_its_function(
-    aws: MotoWorld, search: RecordingAdapter, sample: str  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    search: RecordingAdapter,
+    sample: str,
 ) -> None:
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")
@@ -99,12 +101,27 @@ spec = importlib.util.spec_from_file_location("app", sys.argv[1])
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 print(json.dumps(sorted(n for n in sys.modules if n.startswith("ctxstore.http.routers."))))
 """
-    env = {**os.environ, "CTXSTORE_BACKEND": "aws", "CTXSTORE_RECORDS_TABLE": "t", "CTXSTORE_JOBS_TABLE": "j",
-           "CTXSTORE_BLOB_BUCKET": "b", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x",
-           "AWS_SECRET_ACCESS_KEY": "x", "POWERTOOLS_TRACE_DISABLED": "1"}
+    env = {
+        **os.environ,
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_RECORDS_TABLE": "t",
+        "CTXSTORE_JOBS_TABLE": "j",
+        "CTXSTORE_BLOB_BUCKET": "b",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+    }
     for folder in sorted(set(_api_functions().values())):
-        proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "functions" / folder / "app.py")],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(ROOT / "functions" / folder / "app.py")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         loaded = json.loads(proc.stdout.strip().splitlines()[-1])
         assert loaded == [f"ctxstore.http.routers.{folder.removeprefix('api_')}"], (folder, loaded)
@@ -120,10 +137,15 @@ def test_query_function_searches_the_collection(aws: MotoWorld, search: Recordin
     _ready_database("acme-org", "acme")
     index = build_aws(Settings()).search_index
     assert index is not None
-    index.upsert("acme-org", [
-        ChunkDoc("doc1#0", "doc1", "acme", "", "knowledge", "Solar panels convert sunlight into electricity.", None),
-        ChunkDoc("doc2#0", "doc2", "acme", "", "knowledge", "Bread needs flour, water and yeast.", None),
-    ])
+    index.upsert(
+        "acme-org",
+        [
+            ChunkDoc(
+                "doc1#0", "doc1", "acme", "", "knowledge", "Solar panels convert sunlight into electricity.", None
+            ),
+            ChunkDoc("doc2#0", "doc2", "acme", "", "knowledge", "Bread needs flour, water and yeast.", None),
+        ],
+    )
     resp: dict[str, Any] = load_function("api_query").handler(event("api_query", key), FakeContext())
     assert resp["statusCode"] == 200, resp
     body = json.loads(resp["body"])
@@ -131,6 +153,9 @@ def test_query_function_searches_the_collection(aws: MotoWorld, search: Recordin
     searches = [r for r in search.requests if r.path.endswith("/_search")]
     assert searches and all("/us-east-1/aoss/aws4_request" in r.headers["Authorization"] for r in searches)
     keyword = next(r.body["query"]["bool"] for r in searches if "must" in r.body["query"].get("bool", {}))
-    assert keyword["filter"][:3] == [{"term": {"org": "acme-org"}}, {"term": {"database": "acme"}},
-                                     {"term": {"store": "knowledge"}}]
+    assert keyword["filter"][:3] == [
+        {"term": {"org": "acme-org"}},
+        {"term": {"database": "acme"}},
+        {"term": {"store": "knowledge"}},
+    ]
     assert keyword["must"][0]["multi_match"]["query"] == "how do solar panels work"

@@ -101,8 +101,9 @@ def test_dead_letters_are_listed_with_their_error(world: MotoWorld) -> None:
 def test_presigned_url_sets_download_name_and_type(world: MotoWorld) -> None:
     blobs = S3BlobStore(world.names.bucket)
     blobs.put("o1", "db/c/item/original", b"%PDF-1.7")
-    url = blobs.presigned_url("o1", "db/c/item/original", expires_in=120, filename="rép ort.pdf",
-                              content_type="application/pdf")
+    url = blobs.presigned_url(
+        "o1", "db/c/item/original", expires_in=120, filename="rép ort.pdf", content_type="application/pdf"
+    )
     query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)
     assert query["response-content-type"] == ["application/pdf"]
     assert query["response-content-disposition"] == ["attachment; filename*=UTF-8''r%C3%A9p%20ort.pdf"]

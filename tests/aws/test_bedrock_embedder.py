@@ -61,14 +61,25 @@ def test_query_and_empty_and_overlong_inputs(stubbed: tuple[BedrockEmbedder, Stu
     assert emb.embed_documents([]).shape == (0, 4)
 
 
-@pytest.mark.parametrize(("code", "transient"), [("ThrottlingException", True), ("ServiceUnavailableException", True),
-                                                 ("ValidationException", False), ("AccessDeniedException", False)])
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        ("ThrottlingException", True),
+        ("ServiceUnavailableException", True),
+        ("ValidationException", False),
+        ("AccessDeniedException", False),
+    ],
+)
 def test_throttling_is_transient_and_other_errors_are_not(
     stubbed: tuple[BedrockEmbedder, Stubber], code: str, transient: bool
 ) -> None:
     emb, stub = stubbed
-    stub.add_client_error("invoke_model", service_error_code=code, http_status_code=429 if transient else 400,
-                          expected_params={"modelId": TITAN_V2, "body": ANY, "contentType": ANY, "accept": ANY})
+    stub.add_client_error(
+        "invoke_model",
+        service_error_code=code,
+        http_status_code=429 if transient else 400,
+        expected_params={"modelId": TITAN_V2, "body": ANY, "contentType": ANY, "accept": ANY},
+    )
     with stub, pytest.raises(StoreUnavailable if transient else Exception) as info:
         emb.embed_query("a chunk")
     assert isinstance(info.value, StoreUnavailable) == transient

@@ -31,8 +31,14 @@ ANSWER = {
         {"key": "e2", "name": "Acme Corp", "type": "organization"},
     ],
     "relations": [
-        {"source": "e1", "target": "e2", "predicate": "joined", "context": TEXT, "confidence": 0.9,
-         "temporal_details": "in March 2024"},
+        {
+            "source": "e1",
+            "target": "e2",
+            "predicate": "joined",
+            "context": TEXT,
+            "confidence": 0.9,
+            "temporal_details": "in March 2024",
+        },
         {"source": "e1", "target": "e9", "predicate": "knows"},  # unknown entity: dropped
     ],
 }
@@ -76,7 +82,8 @@ def test_one_converse_call_with_the_json_instruction_parsed_into_port_types(
         out = x.extract(f"  {TEXT}\n")
     stub.assert_no_pending_responses()
     assert [(e.key, e.name, e.type) for e in out.entities] == [
-        ("e1", "Ada Lovelace", "person"), ("e2", "Acme Corp", "organization")
+        ("e1", "Ada Lovelace", "person"),
+        ("e2", "Acme Corp", "organization"),
     ]
     [r] = out.relations
     assert (r.source, r.target, r.raw_predicate, r.canonical_predicate) == ("e1", "e2", "joined", "works_at")
@@ -119,14 +126,22 @@ def test_empty_text_makes_no_call(stubbed: tuple[BedrockExtractor, Stubber]) -> 
         assert x.extract("  \n").relations == []
 
 
-@pytest.mark.parametrize(("code", "transient"), [("ThrottlingException", True), ("ModelNotReadyException", True),
-                                                 ("ValidationException", False), ("AccessDeniedException", False)])
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        ("ThrottlingException", True),
+        ("ModelNotReadyException", True),
+        ("ValidationException", False),
+        ("AccessDeniedException", False),
+    ],
+)
 def test_throttling_is_transient_and_other_errors_are_not(
     stubbed: tuple[BedrockExtractor, Stubber], code: str, transient: bool
 ) -> None:
     x, stub = stubbed
-    stub.add_client_error("converse", service_error_code=code, http_status_code=429 if transient else 400,
-                          expected_params=_request())
+    stub.add_client_error(
+        "converse", service_error_code=code, http_status_code=429 if transient else 400, expected_params=_request()
+    )
     with stub, pytest.raises(StoreUnavailable if transient else ClientError):
         x.extract(TEXT)
 
@@ -135,8 +150,13 @@ def test_build_aws_wires_the_extractor_only_when_chosen(monkeypatch: pytest.Monk
     from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
 
-    for k, v in {"AWS_DEFAULT_REGION": "us-east-1", "CTXSTORE_BACKEND": "aws", "CTXSTORE_RECORDS_TABLE": "r",
-                 "CTXSTORE_JOBS_TABLE": "j", "CTXSTORE_BLOB_BUCKET": "b"}.items():
+    for k, v in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_RECORDS_TABLE": "r",
+        "CTXSTORE_JOBS_TABLE": "j",
+        "CTXSTORE_BLOB_BUCKET": "b",
+    }.items():
         monkeypatch.setenv(k, v)
     assert build_aws(Settings()).extractor is None  # the default "rules" is spaCy: local only
     monkeypatch.setenv("CTXSTORE_EXTRACTOR", "bedrock")
@@ -166,8 +186,9 @@ def app(tmp_path: Path) -> Iterator[tuple[LocalApp, Stubber]]:
 
 def _ingest_and_wait(la: LocalApp, item_id: str) -> dict[str, Any]:
     items = [{"id": item_id, "title": "Note", "type": "note", "content": {"text": TEXT}}]
-    r = la.client.post("/context/ingest", data={"database": "acme", "app_knowledge": json.dumps(items)},
-                       headers=la.headers())
+    r = la.client.post(
+        "/context/ingest", data={"database": "acme", "app_knowledge": json.dumps(items)}, headers=la.headers()
+    )
     assert r.status_code == 202, r.text
 
     def status() -> dict[str, Any]:
@@ -181,15 +202,19 @@ def _ingest_and_wait(la: LocalApp, item_id: str) -> dict[str, Any]:
 def _triples(la: LocalApp) -> set[tuple[str, str, str]]:
     r = la.client.get("/context/relations", params={"database": "acme"}, headers=la.headers())
     assert r.status_code == 200, r.text
-    return {(g["source"]["name"], ev["canonical_predicate"], g["target"]["name"])
-            for g in r.json()["data"]["relations"] for ev in g["relations"]}
+    return {
+        (g["source"]["name"], ev["canonical_predicate"], g["target"]["name"])
+        for g in r.json()["data"]["relations"]
+        for ev in g["relations"]
+    }
 
 
 def test_ingested_item_gets_the_models_relations_after_a_throttled_call(app: tuple[LocalApp, Stubber]) -> None:
     la, stub = app
     req = {**_request(), "messages": ANY}  # the chunk text as the graph step hands it over
-    stub.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429,
-                          expected_params=req)
+    stub.add_client_error(
+        "converse", service_error_code="ThrottlingException", http_status_code=429, expected_params=req
+    )
     stub.add_response("converse", converse_answer(json.dumps(ANSWER)), req)
     st = _ingest_and_wait(la, "doc1")
     stub.assert_no_pending_responses()  # the throttled graph step was retried (the E6001 path), not failed

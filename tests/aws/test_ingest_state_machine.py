@@ -27,8 +27,14 @@ from tests.aws import sfn_harness as h
 from tests.aws.moto_env import REGION, ROOT, MotoWorld, template
 from tests.aws.test_handlers import FakeContext, aws, event, load_function, new_key  # noqa: F401 (aws: fixture)
 
-TASK_FUNCTIONS = ("IngestParseFunction", "IngestEmbedFunction", "IngestIndexFunction", "IngestGraphFunction",
-                  "IngestCompleteFunction", "IngestErroredFunction")
+TASK_FUNCTIONS = (
+    "IngestParseFunction",
+    "IngestEmbedFunction",
+    "IngestIndexFunction",
+    "IngestGraphFunction",
+    "IngestCompleteFunction",
+    "IngestErroredFunction",
+)
 
 
 def _asl() -> dict[str, Any]:
@@ -86,9 +92,12 @@ def test_every_task_maps_to_a_template_function_whose_handler_calls_a_pipeline_s
         assert logical_id in invokable, f"{name}: the state machine may not invoke {logical_id}"
         app_py = ROOT / res[logical_id]["Properties"]["CodeUri"] / "app.py"
         calls = {
-            n.func.attr for n in ast.walk(ast.parse(app_py.read_text()))
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and isinstance(n.func.value, ast.Name) and n.func.value.id == "steps"
+            n.func.attr
+            for n in ast.walk(ast.parse(app_py.read_text()))
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "steps"
         }
         assert calls & step_methods, f"{name}: {app_py} calls no IngestSteps method"
     assert set(_used_functions()) == set(TASK_FUNCTIONS)
@@ -151,7 +160,8 @@ def embedder() -> Any:
 
 @pytest.mark.timeout(120)
 def test_a_task_whose_handler_exits_fails_its_execution_instead_of_leaving_it_running(
-    aws: MotoWorld, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """moto's task thread catches Exception only: a SystemExit escaping the invoke would end that thread
     silently and the execution would stay RUNNING for good (the shape of issue 7's hang)."""
@@ -179,7 +189,10 @@ def test_a_task_whose_handler_exits_fails_its_execution_instead_of_leaving_it_ru
 
 @pytest.mark.timeout(240)  # a run that never ends fails with the stacks instead of stalling the suite
 def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_retries(
-    aws: MotoWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, embedder: Any  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    embedder: Any,
 ) -> None:
     from moto.core.config import default_user_config
 
@@ -205,9 +218,15 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     app = [{"id": "poison-1", "title": "Poison", "type": "note", "content": {"text": "This one never indexes."}}]
     api = load_function("api_context_ingest")
     resp = api.handler(
-        _multipart_event(key, {"database": "acme", "document_metadata": json.dumps([{"id": "guide-1"}]),
-                               "app_knowledge": json.dumps(app)},
-                         [("guide.md", guide, "text/markdown")]),
+        _multipart_event(
+            key,
+            {
+                "database": "acme",
+                "document_metadata": json.dumps([{"id": "guide-1"}]),
+                "app_knowledge": json.dumps(app),
+            },
+            [("guide.md", guide, "text/markdown")],
+        ),
         FakeContext(),
     )
     assert resp["statusCode"] == 202, resp
@@ -220,9 +239,7 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     assert by_item["guide-1"]["status"] == "SUCCEEDED", by_item["guide-1"]
     assert by_item["poison-1"]["status"] == "FAILED", by_item["poison-1"]
 
-    status = load_function("api_context_ingest").handler(
-        event("api_context_ingest_status", key), FakeContext()
-    )
+    status = load_function("api_context_ingest").handler(event("api_context_ingest_status", key), FakeContext())
     assert status["statusCode"] == 200, status
     statuses = {s["id"]: s for s in json.loads(status["body"])["data"]["statuses"]}
     assert statuses["guide-1"]["indexing_status"] == "completed"
@@ -249,8 +266,9 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     assert not [k for k in left if ".work/" in k], left
 
     # Status transitions, in order, as the webhook events saw them.
-    guide_states = [c[0] for c in router.calls if c[1].get("ref", c[1].get("payload", {}).get("ref", {})).get("id")
-                    == "guide-1"]
+    guide_states = [
+        c[0] for c in router.calls if c[1].get("ref", c[1].get("payload", {}).get("ref", {})).get("id") == "guide-1"
+    ]
     assert guide_states[0] == "IngestParseFunction" and guide_states[-1] == "IngestCompleteFunction"
     errored_calls = [c for c in router.calls if c[0] == "IngestErroredFunction"]
     assert len(errored_calls) == 1 and "vector store write timed out" in json.dumps(errored_calls[0][1]["error"])

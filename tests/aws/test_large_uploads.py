@@ -35,8 +35,9 @@ def _policy(fields: dict[str, str]) -> dict[str, Any]:
 def test_presigned_post_policy_pins_key_size_encryption_and_staging_tag(aws: MotoWorld) -> None:  # noqa: F811
     blobs = S3BlobStore(aws.names.bucket)
     before = time.time()
-    grant = blobs.presigned_post("o1", "_uploads/u1", expires_in=900, max_bytes=MAX_FILE_BYTES,
-                                 content_type="application/pdf")
+    grant = blobs.presigned_post(
+        "o1", "_uploads/u1", expires_in=900, max_bytes=MAX_FILE_BYTES, content_type="application/pdf"
+    )
     assert grant.url.startswith("https://") and aws.names.bucket in grant.url and grant.file_field == "file"
     assert grant.fields["key"] == "o1/_uploads/u1"
     policy = _policy(grant.fields)
@@ -57,7 +58,8 @@ def test_presigned_post_policy_pins_key_size_encryption_and_staging_tag(aws: Mot
 
 
 def test_a_7mb_file_is_ingested_by_reference_without_passing_through_the_lambda(
-    aws: MotoWorld, monkeypatch: Any  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: Any,
 ) -> None:
     arn = h.create_state_machine()  # started, not executed here (the state-machine test executes one)
     monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
@@ -78,8 +80,11 @@ def test_a_7mb_file_is_ingested_by_reference_without_passing_through_the_lambda(
     assert up.status_code == 204, up.text
 
     body, ctype = urllib3.encode_multipart_formdata(
-        [("database", "acme"), ("document_metadata", json.dumps([{"id": "big-1"}])),
-         ("uploads", json.dumps([{"upload_id": grant["upload_id"]}]))]
+        [
+            ("database", "acme"),
+            ("document_metadata", json.dumps([{"id": "big-1"}])),
+            ("uploads", json.dumps([{"upload_id": grant["upload_id"]}])),
+        ]
     )
     ev = event("api_context_ingest", key)
     ev["headers"]["content-type"] = ctype

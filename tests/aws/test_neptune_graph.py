@@ -55,8 +55,14 @@ def test_read_query_request_and_result_conversion(stubbed: tuple[NeptuneGraphSto
     ns = namespace("o1", ITEMS)
     node_a = {"~id": "a-1", "~entityType": "node", "~labels": [f"{ns}__Source", ns], "~properties": {"sid": "d1"}}
     node_b = {"~id": "b-2", "~entityType": "node", "~labels": [f"{ns}__Source", ns], "~properties": {"sid": "d2"}}
-    rel = {"~id": "r-9", "~entityType": "relationship", "~start": "a-1", "~end": "b-2", "~type": f"{ns}__LINKS",
-           "~properties": {"relation": "cites"}}
+    rel = {
+        "~id": "r-9",
+        "~entityType": "relationship",
+        "~start": "a-1",
+        "~end": "b-2",
+        "~type": f"{ns}__LINKS",
+        "~properties": {"relation": "cites"},
+    }
     stub.add_response(
         "execute_query",
         _payload([{"s": node_a, "l": rel, "p": [node_a, rel, node_b], "n": 2, "m": {"k": [1, "x"]}}]),
@@ -64,7 +70,7 @@ def test_read_query_request_and_result_conversion(stubbed: tuple[NeptuneGraphSto
             "graphIdentifier": GRAPH_ID,
             "language": "OPEN_CYPHER",
             "queryString": f"MATCH p = (s:`{ns}__Source`:`{ns}` {{sid: $sid}})-[l:`{ns}__LINKS`]->"
-                           f"(t:`{ns}__Source`:`{ns}`) RETURN s, l, p, 2 AS n, {{k: [1, 'x']}} AS m",
+            f"(t:`{ns}__Source`:`{ns}`) RETURN s, l, p, 2 AS n, {{k: [1, 'x']}} AS m",
             "parameters": {"sid": "d1"},
             "queryTimeoutMilliseconds": 5000,
         },
@@ -86,13 +92,28 @@ def test_read_query_request_and_result_conversion(stubbed: tuple[NeptuneGraphSto
 def test_errors_map_to_the_ports_exceptions(stubbed: tuple[NeptuneGraphStore, Stubber]) -> None:
     store, stub = stubbed
     q = "MATCH (s:Source) RETURN s"
-    stub.add_client_error("execute_query", "UnprocessableException", "timed out", 400,
-                          modeled_fields={"message": "timed out", "reason": "QUERY_TIMEOUT"})
+    stub.add_client_error(
+        "execute_query",
+        "UnprocessableException",
+        "timed out",
+        400,
+        modeled_fields={"message": "timed out", "reason": "QUERY_TIMEOUT"},
+    )
     stub.add_client_error("execute_query", "ThrottlingException", "slow down", 429)
-    stub.add_client_error("execute_query", "UnprocessableException", "memory", 400,
-                          modeled_fields={"message": "memory", "reason": "MEMORY_LIMIT_EXCEEDED"})
-    stub.add_client_error("execute_query", "ValidationException", "bad syntax at 3", 400,
-                          modeled_fields={"message": "bad syntax at 3", "reason": "MALFORMED_QUERY"})
+    stub.add_client_error(
+        "execute_query",
+        "UnprocessableException",
+        "memory",
+        400,
+        modeled_fields={"message": "memory", "reason": "MEMORY_LIMIT_EXCEEDED"},
+    )
+    stub.add_client_error(
+        "execute_query",
+        "ValidationException",
+        "bad syntax at 3",
+        400,
+        modeled_fields={"message": "bad syntax at 3", "reason": "MALFORMED_QUERY"},
+    )
     with pytest.raises(GraphTimeout):
         store.query("o1", ITEMS, q)
     with pytest.raises(StoreUnavailable):
@@ -109,25 +130,41 @@ def test_writes_register_the_namespace_once_and_index_statements_are_no_ops(
     store, stub = stubbed
     ns = namespace("o1", ITEMS)
     assert store.query("o1", ITEMS, "CREATE INDEX FOR (s:Source) ON (s.sid)").rows == []  # no call at all
-    stub.add_response("execute_query", _payload([]), {
-        "graphIdentifier": GRAPH_ID, "language": "OPEN_CYPHER",
-        "queryString": "MERGE (g:ctxstore_graph {ns: $ns}) SET g.org = $org, g.name = $name",
-        "parameters": {"ns": ns, "org": "o1", "name": ITEMS},
-    })
+    stub.add_response(
+        "execute_query",
+        _payload([]),
+        {
+            "graphIdentifier": GRAPH_ID,
+            "language": "OPEN_CYPHER",
+            "queryString": "MERGE (g:ctxstore_graph {ns: $ns}) SET g.org = $org, g.name = $name",
+            "parameters": {"ns": ns, "org": "o1", "name": ITEMS},
+        },
+    )
     for _ in range(2):
-        stub.add_response("execute_query", _payload([]), {
-            "graphIdentifier": GRAPH_ID, "language": "OPEN_CYPHER",
-            "queryString": f"MERGE (s:`{ns}__Source`:`{ns}` {{sid: $sid}}) ON CREATE SET s.ghost = true",
-            "parameters": {"sid": "d1"},
-        })
+        stub.add_response(
+            "execute_query",
+            _payload([]),
+            {
+                "graphIdentifier": GRAPH_ID,
+                "language": "OPEN_CYPHER",
+                "queryString": f"MERGE (s:`{ns}__Source`:`{ns}` {{sid: $sid}}) ON CREATE SET s.ghost = true",
+                "parameters": {"sid": "d1"},
+            },
+        )
         store.query("o1", ITEMS, "MERGE (s:Source {sid: $sid}) ON CREATE SET s.ghost = true", {"sid": "d1"})
 
 
 def test_byog_runs_unrewritten_on_its_own_graph_or_not_at_all(stubbed: tuple[NeptuneGraphStore, Stubber]) -> None:
     store, stub = stubbed
-    stub.add_response("execute_query", _payload([{"c": 0}]), {
-        "graphIdentifier": "g-byog000001", "language": "OPEN_CYPHER", "queryString": "MATCH (n) RETURN count(n) AS c",
-    })
+    stub.add_response(
+        "execute_query",
+        _payload([{"c": 0}]),
+        {
+            "graphIdentifier": "g-byog000001",
+            "language": "OPEN_CYPHER",
+            "queryString": "MATCH (n) RETURN count(n) AS c",
+        },
+    )
     assert store.query("o1", "byog:db:col", "MATCH (n) RETURN count(n) AS c", read_only=True).rows == [[0]]
     with pytest.raises(StoreUnavailable, match="own"):
         store.query("o2", "byog:db:col", "MATCH (n) RETURN n")  # another org's name is not mapped
@@ -139,9 +176,15 @@ def test_build_aws_wires_the_graph_store_from_settings(monkeypatch: pytest.Monke
     from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
 
-    for k, v in {"AWS_DEFAULT_REGION": "us-east-1", "CTXSTORE_BACKEND": "aws", "CTXSTORE_RECORDS_TABLE": "r",
-                 "CTXSTORE_JOBS_TABLE": "j", "CTXSTORE_BLOB_BUCKET": "b", "CTXSTORE_GRAPH_ID": GRAPH_ID,
-                 "CTXSTORE_BYOG_GRAPH_IDS": '{"o1/byog:db:col": "g-byog000001"}'}.items():
+    for k, v in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_RECORDS_TABLE": "r",
+        "CTXSTORE_JOBS_TABLE": "j",
+        "CTXSTORE_BLOB_BUCKET": "b",
+        "CTXSTORE_GRAPH_ID": GRAPH_ID,
+        "CTXSTORE_BYOG_GRAPH_IDS": '{"o1/byog:db:col": "g-byog000001"}',
+    }.items():
         monkeypatch.setenv(k, v)
     graph = build_aws(Settings()).graph
     assert isinstance(graph, NeptuneGraphStore)
@@ -154,17 +197,27 @@ def test_build_aws_wires_the_graph_store_from_settings(monkeypatch: pytest.Monke
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id RETURN a.eid AS s",
-         "MATCH (a)-[r:`N__REL`]->(b) WHERE r.item_id = $id RETURN a.eid AS s"),
-        ("UNWIND $rows AS e MERGE (n:Entity {eid: e.eid}) ON CREATE SET n.name = e.name",
-         "UNWIND $rows AS e MERGE (n:`N__Entity`:`N` {eid: e.eid}) ON CREATE SET n.name = e.name"),
-        ("MATCH (s:Source {sid: 'a:b'}) WITH s MATCH (s)-[:MENTIONS|LINKS]->(e) WHERE e:Entity RETURN e",
-         "MATCH (s:`N__Source`:`N` {sid: 'a:b'}) WITH s MATCH (s)-[:`N__MENTIONS`|`N__LINKS`]->(e) "
-         "WHERE e:`N__Entity` RETURN e"),
-        ("MATCH (s:Source {sid: $sid}) OPTIONAL MATCH (s)-[l]->() DELETE l",
-         "MATCH (s:`N__Source`:`N` {sid: $sid}) OPTIONAL MATCH (s)-[l]->() DELETE l"),
-        ("MATCH (n:`Odd Label`) RETURN [x IN n.xs | x] AS xs, {a: 1, b: {c: 2}} AS m",
-         "MATCH (n:`N__Odd Label`:`N`) RETURN [x IN n.xs | x] AS xs, {a: 1, b: {c: 2}} AS m"),
+        (
+            "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id RETURN a.eid AS s",
+            "MATCH (a)-[r:`N__REL`]->(b) WHERE r.item_id = $id RETURN a.eid AS s",
+        ),
+        (
+            "UNWIND $rows AS e MERGE (n:Entity {eid: e.eid}) ON CREATE SET n.name = e.name",
+            "UNWIND $rows AS e MERGE (n:`N__Entity`:`N` {eid: e.eid}) ON CREATE SET n.name = e.name",
+        ),
+        (
+            "MATCH (s:Source {sid: 'a:b'}) WITH s MATCH (s)-[:MENTIONS|LINKS]->(e) WHERE e:Entity RETURN e",
+            "MATCH (s:`N__Source`:`N` {sid: 'a:b'}) WITH s MATCH (s)-[:`N__MENTIONS`|`N__LINKS`]->(e) "
+            "WHERE e:`N__Entity` RETURN e",
+        ),
+        (
+            "MATCH (s:Source {sid: $sid}) OPTIONAL MATCH (s)-[l]->() DELETE l",
+            "MATCH (s:`N__Source`:`N` {sid: $sid}) OPTIONAL MATCH (s)-[l]->() DELETE l",
+        ),
+        (
+            "MATCH (n:`Odd Label`) RETURN [x IN n.xs | x] AS xs, {a: 1, b: {c: 2}} AS m",
+            "MATCH (n:`N__Odd Label`:`N`) RETURN [x IN n.xs | x] AS xs, {a: 1, b: {c: 2}} AS m",
+        ),
     ],
 )
 def test_namespace_query(query: str, expected: str) -> None:
@@ -210,8 +263,14 @@ def _neptune_json(v: Any) -> Any:
     if isinstance(v, GraphNode):
         return {"~id": f"n{v.id}", "~entityType": "node", "~labels": v.labels, "~properties": v.properties}
     if isinstance(v, GraphEdge):
-        return {"~id": f"e{v.id}", "~entityType": "relationship", "~start": f"n{v.source_node_id}",
-                "~end": f"n{v.target_node_id}", "~type": v.relation, "~properties": v.properties}
+        return {
+            "~id": f"e{v.id}",
+            "~entityType": "relationship",
+            "~start": f"n{v.source_node_id}",
+            "~end": f"n{v.target_node_id}",
+            "~type": v.relation,
+            "~properties": v.properties,
+        }
     if isinstance(v, GraphPath):
         out: list[Any] = [_neptune_json(v.nodes[0])]
         for e, n in zip(v.edges, v.nodes[1:], strict=True):

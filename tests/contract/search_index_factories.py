@@ -43,7 +43,9 @@ def _opensearch(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     collection = _COLLECTIONS.setdefault(folder, FakeCollection())
     adapter = RecordingAdapter(collection)
     client = opensearch_client(
-        "https://abc123.us-east-1.aoss.amazonaws.com", "us-east-1", Credentials("AKIDTEST", "secret"),
+        "https://abc123.us-east-1.aoss.amazonaws.com",
+        "us-east-1",
+        Credentials("AKIDTEST", "secret"),
         connection_class=connection_class(adapter),
     )
     return OpenSearchIndex(client, dimension=8), client.close

@@ -5,8 +5,12 @@ from ctxstore.adapters.local.rule_inferrer import RuleInferrer
 
 def test_user_statements_become_third_person_facts() -> None:
     facts = RuleInferrer().infer_memories(
-        ["User: I love hiking in the Alps. What should I pack?\nAssistant: I like boots.\n"
-         "User: My favorite food is sushi. I'm allergic to peanuts. The weather is nice."], "Sam")
+        [
+            "User: I love hiking in the Alps. What should I pack?\nAssistant: I like boots.\n"
+            "User: My favorite food is sushi. I'm allergic to peanuts. The weather is nice."
+        ],
+        "Sam",
+    )
     assert facts == ["Sam loves hiking in the Alps.", "Sam's favorite food is sushi.", "Sam is allergic to peanuts."]
 
 

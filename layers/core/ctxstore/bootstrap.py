@@ -76,7 +76,6 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.closers.append(index.close)
 
 
-
 def _add_webhook_sender(c: Container) -> None:
     """Outbound HTTP for webhook deliveries (httpx; no redirects, no proxies from the environment)."""
     from ctxstore.adapters.local.httpx_sender import HttpxSender
@@ -148,9 +147,7 @@ def build_aws(settings: Settings) -> Container:
 
     c = Container(
         records=DynamoDbRecordStore(settings.records_table),
-        blobs=S3BlobStore(
-            settings.blob_bucket, sse=settings.blob_sse, kms_key_id=settings.blob_kms_key_id or None
-        ),
+        blobs=S3BlobStore(settings.blob_bucket, sse=settings.blob_sse, kms_key_id=settings.blob_kms_key_id or None),
         queue=DynamoDbWorkQueue(settings.jobs_table),
         clock=SystemClock(),
         options=options_from(settings),

@@ -16,8 +16,9 @@ def test_sizes_headings_and_tables() -> None:
     assert all(len(c.text) <= 400 for c in chunks)
     assert chunks[0].text.startswith("# Title") and chunks[0].heading == "Title"
     table_chunks = [c for c in chunks if "| a | b |" in c.text]
-    assert len(table_chunks) > 1 and all(c.text.split("\n")[1].startswith("|---") or c.text.startswith("## Table")
-                                         for c in table_chunks)
+    assert len(table_chunks) > 1 and all(
+        c.text.split("\n")[1].startswith("|---") or c.text.startswith("## Table") for c in table_chunks
+    )
     assert not any(c.text.strip() in ("## Table", "## End") for c in chunks)  # headings travel with content
     assert chunks[-1].heading.endswith("End") or "Short." in chunks[-1].text
     assert [c.position for c in chunks] == list(range(len(chunks)))

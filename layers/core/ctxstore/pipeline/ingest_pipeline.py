@@ -149,9 +149,7 @@ class IngestPipeline:
 
     def fail(self, org: str, ref: ItemRef, version: str, error: str) -> bool:
         """After the last retry: the item ends in errored with the storage code (False if it was replaced)."""
-        return self._items.set_status(
-            org, ref, version, ERRORED, error_code=STORAGE_ERROR, error_message=error[:500]
-        )
+        return self._items.set_status(org, ref, version, ERRORED, error_code=STORAGE_ERROR, error_message=error[:500])
 
     # ---- steps -----------------------------------------------------------------------------
     def parse(self, org: str, record: dict[str, Any]) -> Parsed:

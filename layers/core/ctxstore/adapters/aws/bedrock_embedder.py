@@ -24,8 +24,13 @@ from ctxstore.domain.errors import StoreUnavailable
 TITAN_V2 = "amazon.titan-embed-text-v2:0"
 MAX_CHARS = 50_000
 _TRANSIENT = frozenset(
-    {"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException", "InternalServerException",
-     "ModelTimeoutException"}
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "ModelNotReadyException",
+        "InternalServerException",
+        "ModelTimeoutException",
+    }
 )
 
 

@@ -24,8 +24,13 @@ log = logging.getLogger("ctxstore.extractor")
 
 MAX_CHARS = 20_000  # chunks are a few thousand characters; a runaway input must not buy a huge prompt
 _TRANSIENT = frozenset(
-    {"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException", "InternalServerException",
-     "ModelTimeoutException"}
+    {
+        "ThrottlingException",
+        "ServiceUnavailableException",
+        "ModelNotReadyException",
+        "InternalServerException",
+        "ModelTimeoutException",
+    }
 )
 
 

@@ -21,8 +21,13 @@ from ctxstore.ports.reranker import Ranked
 MAX_SOURCES = 1000
 MAX_CHARS = 32_000
 _TRANSIENT = frozenset(
-    {"ThrottlingException", "InternalServerException", "BadGatewayException", "DependencyFailedException",
-     "ServiceQuotaExceededException"}
+    {
+        "ThrottlingException",
+        "InternalServerException",
+        "BadGatewayException",
+        "DependencyFailedException",
+        "ServiceQuotaExceededException",
+    }
 )
 
 

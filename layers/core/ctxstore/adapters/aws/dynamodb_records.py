@@ -209,9 +209,7 @@ class DynamoDbRecordStore:
             raise
 
     # ---- partition reads ---------------------------------------------------------------------
-    def _query_args(
-        self, org: str, kind: str, pk: str, sk_prefix: str, descending: bool, now: float
-    ) -> dict[str, Any]:
+    def _query_args(self, org: str, kind: str, pk: str, sk_prefix: str, descending: bool, now: float) -> dict[str, Any]:
         values: dict[str, Any] = {":pk": {"S": self._pk(org, kind, pk)}, ":now": _n(now)}
         cond = "pk = :pk"
         if sk_prefix:

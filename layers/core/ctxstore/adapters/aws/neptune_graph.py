@@ -193,8 +193,10 @@ def convert(value: Any, ns: str | None = None) -> Any:
         return ent if ent is not None else {k: convert(v, ns) for k, v in value.items()}
     if isinstance(value, list):
         items = [convert(v, ns) for v in value]
-        if len(items) >= 3 and len(items) % 2 == 1 and all(
-            isinstance(x, GraphNode if i % 2 == 0 else GraphEdge) for i, x in enumerate(items)
+        if (
+            len(items) >= 3
+            and len(items) % 2 == 1
+            and all(isinstance(x, GraphNode if i % 2 == 0 else GraphEdge) for i, x in enumerate(items))
         ):
             nodes = [x for x in items if isinstance(x, GraphNode)]
             return GraphPath(nodes, [x for x in items if isinstance(x, GraphEdge)])
@@ -203,9 +205,7 @@ def convert(value: Any, ns: str | None = None) -> Any:
 
 
 class NeptuneGraphStore:
-    def __init__(
-        self, graph_id: str, *, byog_graphs: dict[str, str] | None = None, client: Any | None = None
-    ) -> None:
+    def __init__(self, graph_id: str, *, byog_graphs: dict[str, str] | None = None, client: Any | None = None) -> None:
         if not graph_id:
             raise ValueError("a Neptune Analytics graph id is required (CTXSTORE_GRAPH_ID)")
         self._graph_id = graph_id

@@ -54,8 +54,19 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 _HIT_SOURCE = ["chunk_id", "item_id", "collection"]
 _DOC_SOURCE = [
-    "chunk_id", "item_id", "database", "collection", "store", "text", "vector", "title", "source_type",
-    "created_at", "metadata", "additional_metadata", "position",
+    "chunk_id",
+    "item_id",
+    "database",
+    "collection",
+    "store",
+    "text",
+    "vector",
+    "title",
+    "source_type",
+    "created_at",
+    "metadata",
+    "additional_metadata",
+    "position",
 ]
 
 
@@ -258,8 +269,12 @@ class OpenSearchIndex:
                 continue
             seen.add(src["chunk_id"])
             out.append(
-                Hit(chunk_id=src["chunk_id"], item_id=src["item_id"], collection=src["collection"],
-                    score=score(h["_score"]))
+                Hit(
+                    chunk_id=src["chunk_id"],
+                    item_id=src["item_id"],
+                    collection=src["collection"],
+                    score=score(h["_score"]),
+                )
             )
             if len(out) == limit:
                 break
@@ -386,8 +401,11 @@ class OpenSearchIndex:
         body = {
             "size": k,
             "_source": _HIT_SOURCE,
-            "query": {"knn": {"vector": {"vector": [float(x) for x in query], "k": k,
-                                         "filter": {"bool": {"filter": clauses}}}}},
+            "query": {
+                "knn": {
+                    "vector": {"vector": [float(x) for x in query], "k": k, "filter": {"bool": {"filter": clauses}}}
+                }
+            },
         }
         return self._hits(self._search(body), limit, score=dot_from_score)
 
@@ -420,10 +438,15 @@ class OpenSearchIndex:
     def item_chunks(self, org: str, database: str, collection: str, store: Store, item_id: str) -> list[ChunkDoc]:
         body = {
             "_source": _DOC_SOURCE,
-            "query": {"bool": {"filter": [
-                *self._scope(org, database, store), {"term": {"collection": collection}},
-                {"term": {"item_id": item_id}},
-            ]}},
+            "query": {
+                "bool": {
+                    "filter": [
+                        *self._scope(org, database, store),
+                        {"term": {"collection": collection}},
+                        {"term": {"item_id": item_id}},
+                    ]
+                }
+            },
             "sort": [{"position": "asc"}, {"chunk_id": "asc"}],
         }
         found: dict[str, ChunkDoc] = {}

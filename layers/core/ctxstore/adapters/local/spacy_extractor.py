@@ -199,8 +199,7 @@ class SpacyExtractor:
                         canonical_predicate=canonical_predicate(lemma),
                         context=sent.text.strip(),
                         confidence=conf,
-                        temporal_details=temporal.get(verb.i)
-                        or (temporal.get(-1) if verb.dep_ == "ROOT" else None),
+                        temporal_details=temporal.get(verb.i) or (temporal.get(-1) if verb.dep_ == "ROOT" else None),
                     )
                 )
         return Extraction(entities=list(entities.values()), relations=relations)

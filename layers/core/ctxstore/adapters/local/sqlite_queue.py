@@ -91,8 +91,9 @@ class SqliteWorkQueue:
     def release_leases(self) -> int:
         """At server start: every lease belongs to a process that is gone (one server per data dir)."""
         with self._db.write() as conn:
-            cur = conn.execute("UPDATE jobs SET state='ready', run_at=?, lease_token=NULL WHERE state='leased'",
-                               (time.time(),))
+            cur = conn.execute(
+                "UPDATE jobs SET state='ready', run_at=?, lease_token=NULL WHERE state='leased'", (time.time(),)
+            )
             return cur.rowcount
 
     def pending(self, queue: str) -> int:
