@@ -73,6 +73,20 @@ _CfnLoader.add_multi_constructor("!", _tag)
 
 
 @cache
+def set_minimal_aws_env(monkeypatch: Any, **extra: str) -> None:
+    """The least CTXSTORE_* environment `build_aws(Settings())` accepts, plus `extra` (for wiring tests)."""
+    env = {
+        "AWS_DEFAULT_REGION": REGION,
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_RECORDS_TABLE": "r",
+        "CTXSTORE_JOBS_TABLE": "j",
+        "CTXSTORE_BLOB_BUCKET": "b",
+        **extra,
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 def template() -> dict[str, Any]:
     data: dict[str, Any] = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)
     return data

@@ -149,15 +149,9 @@ def test_throttling_is_transient_and_other_errors_are_not(
 def test_build_aws_wires_the_extractor_only_when_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from tests.aws.moto_env import set_minimal_aws_env
 
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "CTXSTORE_BACKEND": "aws",
-        "CTXSTORE_RECORDS_TABLE": "r",
-        "CTXSTORE_JOBS_TABLE": "j",
-        "CTXSTORE_BLOB_BUCKET": "b",
-    }.items():
-        monkeypatch.setenv(k, v)
+    set_minimal_aws_env(monkeypatch)
     assert build_aws(Settings()).extractor is None  # the default "rules" is spaCy: local only
     monkeypatch.setenv("CTXSTORE_EXTRACTOR", "bedrock")
     with pytest.raises(ValueError, match="CTXSTORE_EXTRACTOR_MODEL_ID"):

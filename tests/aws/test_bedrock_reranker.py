@@ -125,11 +125,9 @@ def test_throttling_is_transient_and_other_errors_are_not(
 def test_build_aws_wires_the_reranker_only_when_a_model_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from tests.aws.moto_env import set_minimal_aws_env
 
-    env = {"AWS_DEFAULT_REGION": "us-east-1", "CTXSTORE_BACKEND": "aws", "CTXSTORE_RECORDS_TABLE": "r",
-           "CTXSTORE_JOBS_TABLE": "j", "CTXSTORE_BLOB_BUCKET": "b"}  # fmt: skip
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+    set_minimal_aws_env(monkeypatch)
     assert build_aws(Settings()).reranker is None
     monkeypatch.setenv("CTXSTORE_RERANK_MODEL", "amazon.rerank-v1:0")
     rr = build_aws(Settings()).reranker

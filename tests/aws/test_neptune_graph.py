@@ -175,17 +175,13 @@ def test_byog_runs_unrewritten_on_its_own_graph_or_not_at_all(stubbed: tuple[Nep
 def test_build_aws_wires_the_graph_store_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from tests.aws.moto_env import set_minimal_aws_env
 
-    for k, v in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "CTXSTORE_BACKEND": "aws",
-        "CTXSTORE_RECORDS_TABLE": "r",
-        "CTXSTORE_JOBS_TABLE": "j",
-        "CTXSTORE_BLOB_BUCKET": "b",
-        "CTXSTORE_GRAPH_ID": GRAPH_ID,
-        "CTXSTORE_BYOG_GRAPH_IDS": '{"o1/byog:db:col": "g-byog000001"}',
-    }.items():
-        monkeypatch.setenv(k, v)
+    set_minimal_aws_env(
+        monkeypatch,
+        CTXSTORE_GRAPH_ID=GRAPH_ID,
+        CTXSTORE_BYOG_GRAPH_IDS='{"o1/byog:db:col": "g-byog000001"}',
+    )
     graph = build_aws(Settings()).graph
     assert isinstance(graph, NeptuneGraphStore)
     assert graph._graph_id == GRAPH_ID and graph._target("o1", "byog:db:col") == ("g-byog000001", None)
