@@ -58,16 +58,22 @@ class FsBlobStore:
         return f"{body}.{sig}"
 
     def _grant(self, token: str, *, now: float, action: str) -> dict[str, object] | None:
+        """The grant of a token this store signed, or None for anything else: whatever the bytes of a
+        malformed token (non-ASCII, lone surrogates, no separator), the answer is the same None."""
         body, _, sig = token.partition(".")
-        expected = _b64(hmac.new(self._signing_key, body.encode(), hashlib.sha256).digest())
-        if not sig or not hmac.compare_digest(sig, expected):
+        try:
+            body_bytes, sig_bytes = body.encode("ascii"), sig.encode("ascii")
+        except UnicodeEncodeError:
+            return None  # tokens are base64url: compare_digest refuses non-ASCII str, so stop here
+        expected = _b64(hmac.new(self._signing_key, body_bytes, hashlib.sha256).digest()).encode()
+        if not sig_bytes or not hmac.compare_digest(sig_bytes, expected):
             return None
         try:
             grant = json.loads(_unb64(body))
-        except ValueError:
-            return None
-        # A download link never grants an upload, nor the reverse (older links carry no action: downloads).
-        if not isinstance(grant, dict) or grant.get("a", "get") != action or float(grant["e"]) < now:
+            # A download link never grants an upload, nor the reverse (older links carry no action: downloads).
+            if not isinstance(grant, dict) or grant.get("a", "get") != action or float(grant["e"]) < now:
+                return None
+        except (ValueError, KeyError, TypeError):
             return None
         return grant
 
