@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.graph_payload import SourceGraph, parse_graph_payload
 
@@ -136,7 +137,7 @@ def _json_field(raw: str | None, name: str, kind: type) -> Any:
     if raw is None or raw == "":
         return None
     try:
-        value = json.loads(raw)
+        value = json_limits.loads(raw, f"'{name}'")
     except json.JSONDecodeError as exc:
         raise _bad(f"'{name}' must be a JSON-encoded {kind.__name__} string: {exc.msg}") from None
     if not isinstance(value, kind):

@@ -18,6 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore import API_VERSION
+from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.http.aliases import normalize_pairs
 from ctxstore.http.context import RequestContext, get_context, route_family
@@ -138,8 +139,9 @@ class ConventionsMiddleware:
             normalized = normalize_pairs(pairs, ctx, "the query string")
             if normalized != pairs:
                 scope["query_string"] = urlencode([(k, str(v)) for k, v in normalized]).encode("latin-1")
-        ctype = next((v for k, v in headers if k == "content-type"), "")
-        if ctype.split(";")[0].strip().lower() == "application/json":
+        ctype = next((v for k, v in headers if k == "content-type"), "").split(";")[0].strip().lower()
+        # FastAPI decodes a body as JSON when its type is application/json, application/*+json or absent.
+        if ctype in ("", "application/json") or (ctype.startswith("application/") and ctype.endswith("+json")):
             return await self._normalize_json(scope, receive, ctx)
         return receive
 
@@ -160,6 +162,7 @@ class ConventionsMiddleware:
         body = b"".join(chunks)
         ctx_state: dict[str, Any] = scope.setdefault("state", {})
         ctx_state["raw_body_size"] = len(body)
+        json_limits.check_depth(body, "the JSON body")  # before any decoder (ours or the route's) recurses
         try:
             parsed = json.loads(body) if body else None
         except ValueError:

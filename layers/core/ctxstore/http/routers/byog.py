@@ -7,7 +7,6 @@ bytes before any parsing. Failures carry the mirrored `detail` and bad keys answ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.http import envelope
 from ctxstore.http.context import RequestContext
@@ -69,7 +69,7 @@ async def read_body(request: Request) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = json_limits.loads(raw, "the request body")
     except ValueError:
         raise invalid("malformed request body: expected a JSON object") from None
     if not isinstance(data, dict):

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
+from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload, parse_ingest
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
@@ -95,7 +96,7 @@ def _upload_refs(raw: str | None) -> list[Any]:
     if raw is None or raw == "":
         return []
     try:
-        value = json.loads(raw)
+        value = json_limits.loads(raw, "'uploads'")
     except json.JSONDecodeError as exc:
         raise invalid(f"'uploads' must be a JSON-encoded array string: {exc.msg}") from None
     if not isinstance(value, list):
@@ -107,7 +108,7 @@ def _upload_refs(raw: str | None) -> list[Any]:
 async def create_upload(request: Request, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
     """An extension to the spec: a presigned upload for files too large for one request on AWS (docs/api.md)."""
     try:
-        body = await request.json()
+        body = json_limits.loads(await request.body(), "the request body")
     except ValueError:
         raise invalid("send a JSON object: {filename, size_bytes?, content_type?}") from None
     if not isinstance(body, dict):
