@@ -12,16 +12,16 @@
   429 or 408 is retried by the queue runner with exponential backoff and full jitter; anything
   else (other 4xx, a 3xx: redirects are not followed, a refused address) fails it for good.
 * Every target is vetted twice, at registration and at each attempt (DNS can change): http or
-  https only, and no address that is loopback, private, link-local, CGNAT, multicast,
-  unspecified or otherwise non-global unless `allow_private_webhooks`; cloud metadata addresses
-  are refused even then. The connection goes to the vetted address itself.
+  https only, and no address that `domain/network_policy.py` refuses (loopback, private, link-local,
+  site-local, CGNAT, multicast, unspecified, NAT64 or otherwise non-global, judged with every IPv4
+  address an IPv6 form embeds) unless `allow_private_webhooks`; cloud metadata addresses are refused
+  in every form even then. The connection goes to the vetted address itself.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import json
 import secrets
 from collections.abc import Callable
@@ -34,6 +34,7 @@ from standardwebhooks import Webhook
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
+from ctxstore.domain.network_policy import address_refusal
 from ctxstore.ports.http_sender import HttpSender
 from ctxstore.ports.records import ConditionFailed, Put, Record
 from ctxstore.ports.work_queue import Job
@@ -61,16 +62,6 @@ DEFAULT_PAGE = 20
 MAX_PAGE = 100
 DELIVERY_RETENTION_S = 30 * 86400
 RETRYABLE_STATUSES = frozenset({408, 429})
-
-# Refused whatever the settings say: nothing legitimate listens there for webhooks.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "192.0.0.192")
-)
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class TargetRefused(Exception):
@@ -101,52 +92,6 @@ class AttemptResult:
 
 
 # ---- address and URL rules (pure) ----------------------------------------------------------
-
-
-def _embedded_v4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped
-    if addr.sixtofour is not None:
-        return addr.sixtofour
-    if addr.teredo is not None:
-        return addr.teredo[1]
-    if addr in _NAT64:
-        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
-    return None
-
-
-def address_refusal(ip_text: str, *, allow_private: bool) -> str | None:
-    """Why a webhook may not connect to this address, or None if it may."""
-    try:
-        addr: IpAddress = ipaddress.ip_address(ip_text.split("%", 1)[0])
-    except ValueError:
-        return f"'{ip_text}' is not an IP address"
-    candidates: list[IpAddress] = [addr]
-    if isinstance(addr, ipaddress.IPv6Address):
-        inner = _embedded_v4(addr)
-        if inner is not None:
-            candidates.append(inner)
-    for a in candidates:
-        if a in METADATA_ADDRESSES:
-            return f"{a} is a cloud metadata address"
-    if allow_private:
-        return None
-    for a in candidates:
-        if a.is_loopback:
-            return f"{a} is a loopback address"
-        if a.is_link_local:
-            return f"{a} is a link-local address"
-        if a.is_multicast:
-            return f"{a} is a multicast address"
-        if a.is_unspecified:
-            return f"{a} is the unspecified address"
-        if isinstance(a, ipaddress.IPv4Address) and a in _CGNAT:
-            return f"{a} is a shared (CGNAT) address"
-        if a.is_private:
-            return f"{a} is a private address"
-        if not a.is_global:
-            return f"{a} is not a public address"
-    return None
 
 
 def parse_url(url: str) -> tuple[str, str, int]:
