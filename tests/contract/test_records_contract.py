@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.records import ConditionFailed, Delete, Put
+from ctxstore.services.item_locks import ITEM_LOCK, ItemLocks
 from tests.contract.store_factories import RECORD_STORES
 
 
@@ -160,3 +163,35 @@ def test_concurrent_version_increments_are_not_lost(store: Any) -> None:
     for t in threads:
         t.join()
     assert store.get("o", "counter", "", "c").data["n"] == 80
+
+
+def test_item_lock_excludes_writers_and_frees_an_expired_lease(store: Any) -> None:
+    """services/item_locks.py rests on if_absent + expires_at: one holder at a time, a dead holder's lease ends."""
+    locks = ItemLocks(store, lease_s=30)
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    def worker(n: int) -> None:
+        for _ in range(5):
+            with locks.hold("o", "pk", "x", wait_s=30):
+                inside.append(n)
+                if len(inside) > 1:
+                    overlaps.append(n)
+                time.sleep(0.001)
+                inside.remove(n)
+
+    threads = [threading.Thread(target=worker, args=(n,), daemon=True) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert overlaps == []
+    # A holder that died: its lease record stays until it expires, then the item is free again.
+    store.put("o", Put(ITEM_LOCK, "pk", "y", {"owner": "dead"}, if_absent=True, expires_at=time.time() + 0.3))
+    with pytest.raises(StoreUnavailable):
+        with ItemLocks(store).hold("o", "pk", "y", wait_s=0.05):
+            pass
+    time.sleep(0.35)
+    with ItemLocks(store).hold("o", "pk", "y", wait_s=1):
+        assert store.get("o", ITEM_LOCK, "pk", "y").data["owner"] != "dead"
+    assert store.get("o", ITEM_LOCK, "pk", "y") is None  # released

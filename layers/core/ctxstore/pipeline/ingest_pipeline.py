@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from ctxstore.ports.blobs import BlobNotFound
 from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.ports.work_queue import Job
 from ctxstore.services.container import Container
+from ctxstore.services.item_locks import STEP_WAIT_SECONDS
 from ctxstore.services.items import (
     COMPLETED,
     ERRORED,
@@ -101,7 +102,7 @@ class IngestPipeline:
             return
         docs = self.embed(org, ref, record, chunks)
         self.publish(org, ref, version, docs)
-        relations = self.graph(org, ref, record, chunks)
+        relations = self.graph(org, ref, version, chunks)
         self.complete(org, ref, version, relations)
 
     # ---- stages (each one Task of statemachines/ingest.asl.json) -------------------------------
@@ -125,24 +126,28 @@ class IngestPipeline:
         return self.chunk(ref, record, parsed)
 
     def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
-        """Index the chunks and mark the item graph_creation (searchable from here)."""
-        self.index(org, ref, docs)
-        try:
-            self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
-        except StaleJob:
-            if self._items.get(org, ref) is None:  # deleted while we indexed: leave no orphan chunks
-                self._c.search_index.delete_item(
-                    org,
-                    ref.database,
-                    ref.collection,  # type: ignore[union-attr]
-                    ref.store,
-                    ref.item_id,
-                )  # type: ignore[arg-type]
-            raise
+        """Index the chunks and mark the item graph_creation (searchable from here).
 
-    def graph(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> int:
-        """Relations created by the graph step (0 when none is configured)."""
-        return self._graph_step(org, ref, record, chunks) if self._graph_step else 0
+        Under the item's lock, and only while the record still names this version: a replaced or deleted
+        item gets nothing written (StaleJob). Metadata comes from the record as it is now, so a PATCH that
+        landed while this version was parsed and embedded is not undone."""
+        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
+            record = self.current(org, ref, version)
+            if record is None:
+                raise StaleJob()
+            md, amd = dict(record.get("metadata") or {}), dict(record.get("additional_metadata") or {})
+            self.index(org, ref, [_with_metadata(d, md, amd) for d in docs])
+            self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
+
+    def graph(self, org: str, ref: ItemRef, version: str, chunks: list[Chunk]) -> int:
+        """Relations created by the graph step (0 when none is configured); nothing for a stale version."""
+        if not self._graph_step:
+            return 0
+        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
+            record = self.current(org, ref, version)
+            if record is None:
+                raise StaleJob()
+            return self._graph_step(org, ref, record, chunks)
 
     def complete(self, org: str, ref: ItemRef, version: str, relations: int) -> None:
         self._set(org, ref, version, COMPLETED, extra={"relations_created": relations})
@@ -277,3 +282,10 @@ class IngestPipeline:
     def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
         if not self._items.set_status(org, ref, version, status, **kw):
             raise StaleJob()
+
+
+def _with_metadata(doc: ChunkDoc, metadata: dict[str, Any], additional: dict[str, Any]) -> ChunkDoc:
+    amd = dict(additional)
+    if "inferred_available" in doc.additional_metadata:
+        amd.setdefault("inferred_available", doc.additional_metadata["inferred_available"])
+    return replace(doc, metadata=dict(metadata), additional_metadata=amd)

@@ -127,9 +127,9 @@ class IngestSteps:
     def graph(self, event: dict[str, Any]) -> dict[str, Any]:
         """The graph step (graph_payload or extraction); answers how many relations it created."""
         t = Task.of(event)
-        record = self._record(t)
+        self._record(t)  # a stale version stops here, before its chunks are read
         chunks = self._chunks(t.org, str(event["work"]))
-        return {"relations": self._p.graph(t.org, t.ref, record, chunks)}
+        return {"relations": self._p.graph(t.org, t.ref, t.version, chunks)}
 
     @_transient
     def complete(self, event: dict[str, Any]) -> dict[str, Any]:

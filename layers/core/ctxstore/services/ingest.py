@@ -7,9 +7,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ctxstore.domain import metadata_schema as ms
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
-from ctxstore.ports.records import ConditionFailed, Put
+from ctxstore.ports.records import ConditionFailed, Put, Record
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
@@ -102,6 +102,34 @@ class IngestService:
     def _ref(req: IngestRequest, spec: ItemSpec) -> ItemRef:
         return ItemRef(req.database, req.collection, spec.store, spec.id)
 
+    def _write_record(
+        self, org: str, ref: ItemRef, spec: ItemSpec, version: str, key: str, *, upsert: bool
+    ) -> tuple[dict[str, Any], Record | None]:
+        """Write the new version's record over the current one (compare-and-set: a status update of the
+        previous version may land in between; ConditionFailed only when upsert=false finds an item)."""
+        for _ in range(20):
+            previous = self._items.get(org, ref)
+            if previous is not None and not upsert:
+                raise ConditionFailed(ref.item_id)
+            now = self._c.clock.now()
+            created_at = previous.data.get("created_at", now) if previous else now
+            record = _record(spec, ref, version, key, now, created_at)
+            put = Put(
+                ITEM,
+                ref.pk,
+                ref.item_id,
+                record,
+                if_absent=previous is None,
+                if_version=previous.version if previous is not None else None,
+            )
+            try:
+                self._c.records.put(org, put)
+                return record, previous
+            except ConditionFailed:
+                if not upsert:
+                    raise
+        raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
+
     def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> dict[str, Any]:
         graph = req.graphs.get(spec.id)
         result: dict[str, Any] = {
@@ -118,32 +146,29 @@ class IngestService:
         if spec.rejected_code:
             return dict(result, status="failed", error=spec.rejected_reason, error_code=spec.rejected_code)
         ref = self._ref(req, spec)
-        version = new_version()
-        key = blob_key(ref, version)
-        data, ctype = _payload(spec)
-        # Order matters for crash safety: blob, then the job, then the record. A job whose record is not
-        # written yet waits and retries; a job whose record names a newer version is stale and stops.
-        self._c.blobs.put(org, key, data, content_type=ctype)
-        if graph is not None:
-            self._c.records.put(org, Put(GRAPH_PAYLOAD, ref.pk, ref.item_id, graph.to_json()))
-        assert self._c.workflow is not None
-        self._c.workflow.start(
-            org,
-            f"ingest{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}",
-            {"ref": ref.to_json(), "version": version},
-        )
-        previous = self._items.get(org, ref)
-        now = self._c.clock.now()
-        created_at = previous.data.get("created_at", now) if previous else now
-        record = _record(spec, ref, version, key, now, created_at)
-        try:
-            self._c.records.put(org, Put(ITEM, ref.pk, ref.item_id, record, if_absent=not req.upsert))
-        except ConditionFailed:
-            self._c.blobs.delete(org, key)
-            return dict(
-                result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
+        with self._items.lock(org, ref):  # a DELETE or another version of this id cannot interleave
+            version = new_version()
+            key = blob_key(ref, version)
+            data, ctype = _payload(spec)
+            # Order matters for crash safety: blob, then the job, then the record. A job whose record is not
+            # written yet waits and retries; a job whose record names a newer version is stale and stops.
+            self._c.blobs.put(org, key, data, content_type=ctype)
+            if graph is not None:
+                self._c.records.put(org, Put(GRAPH_PAYLOAD, ref.pk, ref.item_id, graph.to_json()))
+            assert self._c.workflow is not None
+            self._c.workflow.start(
+                org,
+                f"ingest{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}",
+                {"ref": ref.to_json(), "version": version},
             )
-        if previous is not None and previous.data.get("blob_key") not in (None, key):
-            self._c.blobs.delete(org, str(previous.data["blob_key"]))
+            try:
+                record, previous = self._write_record(org, ref, spec, version, key, upsert=req.upsert)
+            except ConditionFailed:
+                self._c.blobs.delete(org, key)
+                return dict(
+                    result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
+                )
+            if previous is not None and previous.data.get("blob_key") not in (None, key):
+                self._c.blobs.delete(org, str(previous.data["blob_key"]))
         self._items.emit_status(org, ref, record, previous.data.get("status") if previous else None)
         return result

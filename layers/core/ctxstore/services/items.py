@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from ctxstore.ports.records import ConditionFailed, Put, Record
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.container import Container
 from ctxstore.services.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.item_locks import REQUEST_WAIT_SECONDS, ItemLocks
 
 QUEUED = "queued"
 PROCESSING = "processing"
@@ -57,6 +59,11 @@ def new_version() -> str:
 class ItemService:
     def __init__(self, c: Container) -> None:
         self._c = c
+        self._locks = ItemLocks(c.records)
+
+    def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
+        """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""
+        return self._locks.hold(org, ref.pk, ref.item_id, wait_s=wait_s)
 
     def get(self, org: str, ref: ItemRef) -> Record | None:
         return self._c.records.get(org, ITEM, ref.pk, ref.item_id)

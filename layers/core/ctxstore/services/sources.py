@@ -302,11 +302,13 @@ class SourceService:
         results: list[dict[str, Any]] = []
         for item_id in dict.fromkeys(ids):
             ref = ItemRef(database, collection, store, item_id)
-            rec = self._items.get(principal.org, ref)
-            if rec is None:
-                results.append({"id": item_id, "deleted": False, "error": "not found"})
-                continue
-            self.purge_item(principal.org, ref)
+            # Under the item's lock: an in-flight version either wrote before (and is purged now) or finds the
+            # record gone afterwards and writes nothing, so nothing of the item stays findable.
+            with self._items.lock(principal.org, ref):
+                if self._items.get(principal.org, ref) is None:
+                    results.append({"id": item_id, "deleted": False, "error": "not found"})
+                    continue
+                self.purge_item(principal.org, ref)
             results.append({"id": item_id, "deleted": True, "error": ""})
         deleted = sum(1 for r in results if r["deleted"])
         return {
@@ -360,7 +362,19 @@ class SourceService:
         schema = [ms.parse_field(f, "schema") for f in db.data.get("metadata_schema", [])]
         if database_metadata:
             ms.validate_metadata(schema, database_metadata, "database_metadata")
-        ref, rec = self._require_item(principal, database, collection, item_id)
+        ref, _ = self._require_item(principal, database, collection, item_id)
+        # The lock orders concurrent merges and the pipeline's index step, so every chunk ends with the
+        # record's merged metadata (each PATCH writes what the record holds after its own merge).
+        with self._items.lock(principal.org, ref):
+            return self._merge_metadata(principal, ref, database_metadata, additional_metadata)
+
+    def _merge_metadata(
+        self, principal: Principal, ref: ItemRef, database_metadata: Any, additional_metadata: Any
+    ) -> dict[str, Any]:
+        database, collection, item_id = ref.database, ref.collection, ref.item_id
+        rec = self._items.get(principal.org, ref)
+        if rec is None:
+            raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted")
         for _ in range(10):
             d = rec.data
             md = {**(d.get("metadata") or {}), **(database_metadata or {})}

@@ -1,0 +1,63 @@
+"""One writer at a time for everything derived from one item: its chunks, vectors, keywords, graph share.
+
+Ingest acceptance, the pipeline's index and graph steps, a metadata PATCH and a DELETE each hold the
+item's lock while they check the item record and write. Under the lock the record is the truth: a job
+whose version is no longer the record's (replaced or deleted) writes nothing, so a delete wins over any
+in-flight version, the newest accepted version wins whole, and metadata merges cannot interleave.
+
+The lock is a record with a lease (`expires_at`) written with `if_absent`, so it works the same on SQLite
+and on DynamoDB (a conditional put): a holder that dies frees the item when the lease runs out. The lease
+is far longer than any single step holds it (seconds), and a waiter that cannot get it in time raises
+StoreUnavailable: 503 with Retry-After for a request, a retry with backoff for a pipeline step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.ports.records import ConditionFailed, Put, RecordStore
+
+ITEM_LOCK = "item_lock"  # org: pk = the item's pk, sk = item id
+LEASE_SECONDS = 300.0
+REQUEST_WAIT_SECONDS = 20.0  # an HTTP request waits at most this long, then answers 503
+STEP_WAIT_SECONDS = 60.0  # a pipeline step waits at most this long, then retries later
+
+
+class ItemLocks:
+    def __init__(self, records: RecordStore, *, lease_s: float = LEASE_SECONDS) -> None:
+        self._records = records
+        self._lease_s = lease_s
+
+    @contextlib.contextmanager
+    def hold(self, org: str, pk: str, item_id: str, *, wait_s: float = REQUEST_WAIT_SECONDS) -> Iterator[None]:
+        owner = os.urandom(8).hex()
+        version = self._acquire(org, pk, item_id, owner, wait_s)
+        try:
+            yield
+        finally:
+            self._release(org, pk, item_id, owner, version)
+
+    def _acquire(self, org: str, pk: str, item_id: str, owner: str, wait_s: float) -> int:
+        deadline = time.monotonic() + wait_s
+        pause = 0.002
+        while True:
+            put = Put(ITEM_LOCK, pk, item_id, {"owner": owner}, if_absent=True, expires_at=time.time() + self._lease_s)
+            try:
+                return self._records.put(org, put).version
+            except ConditionFailed:
+                pass
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(f"item '{item_id}' is busy with another write; retry shortly")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def _release(self, org: str, pk: str, item_id: str, owner: str, version: int) -> None:
+        rec = self._records.get(org, ITEM_LOCK, pk, item_id)
+        if rec is None or rec.data.get("owner") != owner:
+            return  # our lease ran out and someone else holds it now: theirs to release
+        with contextlib.suppress(ConditionFailed):
+            self._records.delete(org, ITEM_LOCK, pk, item_id, if_version=rec.version)
