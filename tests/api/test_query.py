@@ -172,11 +172,11 @@ def test_collections_weights_reorder(la: LocalApp) -> None:
 
 def test_collections_rules(la: LocalApp) -> None:
     r = post(la, query="x", collections={"hr": 1.25})
-    assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_ERROR" and "decimal" in r.text
+    assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_INPUT" and "decimal" in r.text
     r = post(la, query="x", collections=[f"c{i}" for i in range(101)])
-    assert r.status_code == 422 and "100" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "100" in r.json()["error"]["message"]
     r = post(la, query="x", collections={"hr": 0})
-    assert r.status_code == 422
+    assert r.status_code == 400
     r = post(la, query="x", collection="hr", collections=["legal"])
     assert r.status_code == 400 and r.json()["error"]["code"] == "INVALID_PARAMETERS"
     r = post(la, query="x", collections=["bad name!"])
@@ -275,8 +275,8 @@ def test_alpha_auto_follows_query_signals(la: LocalApp) -> None:
 
 
 def test_alpha_rules(la: LocalApp) -> None:
-    assert post(la, query="x", alpha=1.5).status_code == 422
-    assert post(la, query="x", alpha="sometimes").status_code == 422
+    assert post(la, query="x", alpha=1.5).status_code == 400
+    assert post(la, query="x", alpha="sometimes").status_code == 400
     assert post(la, query="x", alpha=True).status_code == 400
     assert post(la, query="x", alpha="auto").status_code == 200
 
@@ -356,8 +356,8 @@ def test_result_shapes(la: LocalApp) -> None:
 def test_max_results(la: LocalApp) -> None:
     assert len(data(la, query="the", query_by="text", max_results=2)["chunks"]) <= 2
     assert len(data(la, query="invoices transactions python retriever", max_results=3)["chunks"]) == 3
-    assert post(la, query="x", max_results=0).status_code == 422
-    assert post(la, query="x", max_results=101).status_code == 422
+    assert post(la, query="x", max_results=0).status_code == 400
+    assert post(la, query="x", max_results=101).status_code == 400
     assert post(la, query="x", max_results="ten").status_code == 400
 
 
@@ -392,9 +392,9 @@ def test_metadata_filter_rules(la: LocalApp) -> None:
     r = post(la, query="x", metadata_filters={"secret": "s"})
     assert r.status_code == 400 and "enable_match" in r.json()["error"]["message"]
     r = post(la, query="x", metadata_filters={"priority": [1, 2]})
-    assert r.status_code == 422 and "VARCHAR" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "VARCHAR" in r.json()["error"]["message"]
     r = post(la, query="x", metadata_filters={"priority": "high"})
-    assert r.status_code == 422
+    assert r.status_code == 400
     r = post(la, query="x", metadata_filters={"additional_metadata": "ada"})
     assert r.status_code == 400
 
@@ -414,7 +414,7 @@ def test_num_related_chunks(la: LocalApp) -> None:
     assert 1 <= len(extra) <= 2 and set(extra) <= set(near["additional_context"])
     positions = {near["additional_context"][e]["position"] for e in extra}
     assert all(abs(p - near["chunks"][0]["position"]) == 1 for p in positions)
-    assert post(la, query="x", num_related_chunks=11).status_code == 422
+    assert post(la, query="x", num_related_chunks=11).status_code == 400
 
 
 def test_additional_context_steers_the_query(la: LocalApp) -> None:
@@ -480,8 +480,8 @@ def test_recency_bias(la: LocalApp) -> None:
     q = {"query": "release", "collection": "news", "mode": "fast", "query_by": "text"}
     assert ids(data(la, **q))[0] == "old"
     assert ids(data(la, recency_bias=1.0, **q))[0] == "new"
-    assert post(la, query="x", recency_bias=-0.5).status_code == 422
-    assert post(la, query="x", recency_bias=2).status_code == 422
+    assert post(la, query="x", recency_bias=-0.5).status_code == 400
+    assert post(la, query="x", recency_bias=2).status_code == 400
 
 
 def test_request_validation(la: LocalApp) -> None:
@@ -490,7 +490,7 @@ def test_request_validation(la: LocalApp) -> None:
     assert post(la, query="   ").status_code == 400
     for field, value in (("type", "docs"), ("mode", "slow"), ("query_by", "vector"), ("operator", "xor")):
         r = post(la, query="x", **{field: value})
-        assert r.status_code == 422 and field in r.json()["error"]["message"], field
+        assert r.status_code == 400 and field in r.json()["error"]["message"], field
     assert post(la, query="x", graph_context="yes").status_code == 400
     r = la.client.post("/query", content=b"{not json", headers={**la.headers(), "Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["success"] is False

@@ -2,8 +2,9 @@
 
 A wrong JSON type or a missing field is 400 INVALID_PARAMETERS (the route's model); a well-typed
 value outside its rule (an unknown enum value, a number out of range, too many collections, a weight
-with two decimals) is 422 VALIDATION_ERROR, as docs/api.md decides for every route. Filter keys the
-schema does not let anyone match are 400, like undeclared metadata keys at ingest.
+with two decimals) is 400 INVALID_INPUT: the reference documents only 400 for /query, and clients
+generated from it treat any other 4xx as unexpected. Filter keys the schema does not let anyone match
+are 400, like undeclared metadata keys at ingest.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _invalid(message: str) -> ApiError:
 
 
 def _rule(message: str) -> ApiError:
-    return ApiError(ErrorCode.VALIDATION_ERROR, message)
+    return ApiError(ErrorCode.INVALID_INPUT, message)
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,10 @@ def parse_metadata_filters(raw: object, schema: list[ms.FieldDef]) -> tuple[dict
         if fd.data_type not in (ms.DataType.ARRAY, ms.DataType.JSON):
             for v in values:
                 if v is not None:
-                    ms.validate_metadata(schema, {key: v}, "metadata_filters")
+                    try:
+                        ms.validate_metadata(schema, {key: v}, "metadata_filters")
+                    except ApiError as exc:  # the schema's own 422, answered as /query's 400
+                        raise _rule(exc.message) from None
         top[key] = value
     return top, nested
 

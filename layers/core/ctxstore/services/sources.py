@@ -48,7 +48,8 @@ def source_view(ref: ItemRef, d: dict[str, Any]) -> dict[str, Any]:
         "chunk_count": d.get("chunk_count", 0),
         "created_at": iso(float(d.get("created_at") or 0)),
         "updated_at": iso(float(d.get("updated_at") or 0)),
-        "timestamp": d.get("timestamp"),
+        # RFC 3339 like the reference's search.SourceInfo; relation evidence inside listings stays epoch (spec)
+        "timestamp": iso(float(d["timestamp"])) if d.get("timestamp") is not None else None,
         "relations": {"ids": d.get("relations") or []},
         "relates_to": d.get("relates_to") or [],
         "thread_id": d.get("thread_id"),
