@@ -188,9 +188,8 @@ def test_item_lock_excludes_writers_and_frees_an_expired_lease(store: Any) -> No
     assert overlaps == []
     # A holder that died: its lease record stays until it expires, then the item is free again.
     store.put("o", Put(ITEM_LOCK, "pk", "y", {"owner": "dead"}, if_absent=True, expires_at=time.time() + 0.3))
-    with pytest.raises(StoreUnavailable):
-        with ItemLocks(store).hold("o", "pk", "y", wait_s=0.05):
-            pass
+    with pytest.raises(StoreUnavailable), ItemLocks(store).hold("o", "pk", "y", wait_s=0.05):
+        pass
     time.sleep(0.35)
     with ItemLocks(store).hold("o", "pk", "y", wait_s=1):
         assert store.get("o", ITEM_LOCK, "pk", "y").data["owner"] != "dead"
