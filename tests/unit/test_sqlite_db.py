@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 
 
@@ -75,3 +77,22 @@ def test_threads_opening_a_fresh_file_at_once_all_get_wal_connections(tmp_path: 
             t.join(30)
         db.close()
     assert errors == []
+
+
+def test_a_full_database_is_a_retryable_storage_error(tmp_path: Path) -> None:
+    """SQLITE_FULL (here from max_page_count, the same code a full disk gives) maps to StoreUnavailable with a
+    long Retry-After, and the failed transaction leaves nothing behind."""
+    from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
+
+    db = SqliteDb(tmp_path / "full.db")
+    db.executescript("CREATE TABLE t (v BLOB)")
+    with db.write() as conn:
+        conn.execute("INSERT INTO t VALUES (zeroblob(1000))")
+    db.conn.execute("PRAGMA max_page_count = 16")
+    with pytest.raises(StoreUnavailable) as info, db.write() as conn:
+        for _ in range(200):
+            conn.execute("INSERT INTO t VALUES (zeroblob(4000))")
+    assert info.value.retry_after_s == OUT_OF_SPACE_RETRY_AFTER_S
+    assert db.conn.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 1
+    with db.write() as conn:  # the connection is usable again
+        conn.execute("DELETE FROM t")

@@ -75,4 +75,11 @@ def database_not_found(database: str) -> ApiError:
 
 
 class StoreUnavailable(Exception):
-    """A storage dependency is temporarily unavailable (locked, throttled, down): the client should retry."""
+    """A storage dependency is temporarily unavailable (locked, throttled, down, out of space): retry later."""
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+OUT_OF_SPACE_RETRY_AFTER_S = 30  # space comes back when an operator frees it: minutes, not milliseconds

@@ -98,7 +98,7 @@ class ConventionsMiddleware:
             unavailable = ApiError(
                 ErrorCode.SERVICE_UNAVAILABLE,
                 "a storage dependency is temporarily unavailable; retry with backoff",
-                headers={"Retry-After": "1"},
+                headers={"Retry-After": str(exc.retry_after_s)},
             )
             await error_response(ctx, unavailable)(scope, receive, send_wrapper)
         except Exception:

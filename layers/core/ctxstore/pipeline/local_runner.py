@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job, WorkQueue
 
@@ -16,6 +17,7 @@ log = logging.getLogger("ctxstore.runner")
 Handler = Callable[[Job], None]
 FailureHook = Callable[[Job, str], None]
 Outcome = Literal["done", "retry", "failed"]
+MAX_STORAGE_BACKOFF_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class LocalRunner:
         self._idle = idle_sleep_s
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
+        # Outcomes that could not be written (the queue's own store was unavailable, e.g. a full disk): kept
+        # here and written first on the next pass, so a job is retried when space returns, not after its lease.
+        self._unrecorded: list[Callable[[], None]] = []
+        self._unrecorded_lock = threading.Lock()
 
     def start(self) -> None:
         for i in range(self._threads):
@@ -52,6 +58,7 @@ class LocalRunner:
 
     def run_once(self) -> int:
         """Claim and run at most one job per queue; returns how many ran (tests drive this directly)."""
+        self._flush_unrecorded()
         ran = 0
         for spec in self._specs:
             for job in self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1):
@@ -69,10 +76,19 @@ class LocalRunner:
         return total
 
     def _loop(self) -> None:
+        backoff = 0.0
         while not self._stop.is_set():
             try:
                 ran = self.run_once()
-            except Exception:  # the loop must outlive any one bad job or storage hiccup
+                backoff = 0.0
+            except StoreUnavailable as exc:
+                # Storage trouble (a full disk, a lock held too long): one line, then wait longer each time
+                # instead of a traceback every idle tick.
+                backoff = min(MAX_STORAGE_BACKOFF_S, max(self._idle, backoff * 2 or 0.2))
+                log.warning("worker paused %.1fs: storage unavailable: %s", backoff, exc)
+                self._stop.wait(backoff)
+                continue
+            except Exception:  # the loop must outlive any one bad job
                 log.exception("worker loop error")
                 ran = 0
             if ran == 0:
@@ -85,23 +101,46 @@ class LocalRunner:
     def _run(self, spec: QueueSpec, job: Job) -> Outcome:
         try:
             spec.handler(job)
-        except TransientError as exc:
-            return self._retry_or_fail(spec, job, f"{exc.code}: {exc}")
+        except (TransientError, StoreUnavailable) as exc:
+            code = exc.code if isinstance(exc, TransientError) else "E6001"
+            return self._retry_or_fail(spec, job, f"{code}: {exc}")
         except Exception as exc:
             log.exception("job %s/%s failed", spec.name, job.job_id)
-            self._give_up(spec, job, f"{type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            self._record(lambda: self._give_up(spec, job, error))
             return "failed"
-        self._queue.complete(job)
+        self._record(lambda: self._queue.complete(job))
         return "done"
 
     def _retry_or_fail(self, spec: QueueSpec, job: Job, error: str) -> Outcome:
         if job.attempts >= spec.policy.max_attempts:
-            self._give_up(spec, job, error)
+            self._record(lambda: self._give_up(spec, job, error))
             return "failed"
-        self._queue.retry(job, delay_s=spec.policy.delay(job.attempts), error=error)
+        delay = spec.policy.delay(job.attempts)
+        self._record(lambda: self._queue.retry(job, delay_s=delay, error=error))
         return "retry"
 
     def _give_up(self, spec: QueueSpec, job: Job, error: str) -> None:
         if spec.on_failure is not None:
             spec.on_failure(job, error)
         self._queue.fail(job, error=error)
+
+    def _record(self, write: Callable[[], None]) -> None:
+        """Write a job's outcome now, or keep it for the next pass when storage is unavailable."""
+        try:
+            write()
+        except StoreUnavailable:
+            with self._unrecorded_lock:
+                self._unrecorded.append(write)
+            raise
+
+    def _flush_unrecorded(self) -> None:
+        with self._unrecorded_lock:
+            pending, self._unrecorded = self._unrecorded, []
+        for i, write in enumerate(pending):
+            try:
+                write()
+            except StoreUnavailable:
+                with self._unrecorded_lock:
+                    self._unrecorded[:0] = pending[i:]
+                raise

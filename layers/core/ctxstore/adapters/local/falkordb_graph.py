@@ -21,7 +21,7 @@ from falkordb.node import Node
 from falkordb.path import Path as FPath
 
 from ctxstore.adapters.local.falkordb_engine import FalkorEngine
-from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
 
 ORG_SEP = ":"
@@ -204,6 +204,11 @@ class FalkorGraphStore:
             msg = str(exc)
             if "timed out" in msg.lower():
                 raise GraphTimeout(msg) from exc
+            if msg.startswith("MISCONF") or "no space left" in msg.lower():
+                # The engine refuses writes while it cannot persist them (a full disk): retry later.
+                raise StoreUnavailable(
+                    f"the graph engine cannot persist writes: {msg}", retry_after_s=OUT_OF_SPACE_RETRY_AFTER_S
+                ) from exc
             raise GraphQueryError(_clean_error(msg)) from exc
         columns = [str(h[1]) for h in (res.header or [])]
         rows = [[v if type(v) in _PLAIN else _value(v) for v in row] for row in (res.result_set or [])]

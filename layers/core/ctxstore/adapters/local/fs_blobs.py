@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import hashlib
 import hmac
 import json
@@ -15,7 +16,10 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
 from ctxstore.ports.blobs import BlobNotFound, PresignedPost
+
+_OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _segment(seg: str) -> str:
@@ -110,6 +114,16 @@ class FsBlobStore:
         return self._root.joinpath(_segment(org), *(_segment(s) for s in key.split("/")))
 
     def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        try:
+            self._put(org, key, data)
+        except OSError as exc:
+            if exc.errno in _OUT_OF_SPACE:
+                raise StoreUnavailable(
+                    f"out of disk space writing a blob: {exc.strerror}", retry_after_s=OUT_OF_SPACE_RETRY_AFTER_S
+                ) from exc
+            raise
+
+    def _put(self, org: str, key: str, data: bytes) -> None:
         path = self._path(org, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")

@@ -9,7 +9,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
+
+
+def storage_error(exc: sqlite3.Error) -> StoreUnavailable | None:
+    """The retryable form of a SQLite error: out of space (SQLITE_FULL) or locked past the busy timeout."""
+    text = str(exc).lower()
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in text:
+        return StoreUnavailable(f"out of disk space: {exc}", retry_after_s=OUT_OF_SPACE_RETRY_AFTER_S)
+    if "locked" in text or "busy" in text:
+        return StoreUnavailable(f"record store busy: {exc}")
+    return None
 
 
 class SqliteDb:
@@ -79,14 +89,19 @@ class SqliteDb:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             # Another writer held the lock past the busy timeout: a retryable condition, not a bug.
-            raise StoreUnavailable(f"record store busy: {exc}") from exc
+            raise storage_error(exc) or StoreUnavailable(f"record store busy: {exc}") from exc
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            _rollback_quietly(conn)
+            mapped = storage_error(exc)  # a full disk fails inserts and commits alike: retry later
+            if mapped is not None:
+                raise mapped from exc
+            raise
+        except BaseException:
+            _rollback_quietly(conn)
+            raise
 
     def executescript(self, sql: str) -> None:
         self.conn.executescript(sql)
@@ -97,6 +112,14 @@ class SqliteDb:
                 _close_quietly(conn)
             self._all.clear()
         self._local = threading.local()
+
+
+def _rollback_quietly(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolls a failed transaction back itself when it cannot
 
 
 def _close_quietly(conn: sqlite3.Connection) -> None:
