@@ -194,3 +194,15 @@ def test_item_lock_excludes_writers_and_frees_an_expired_lease(store: Any) -> No
     with ItemLocks(store).hold("o", "pk", "y", wait_s=1):
         assert store.get("o", ITEM_LOCK, "pk", "y").data["owner"] != "dead"
     assert store.get("o", ITEM_LOCK, "pk", "y") is None  # released
+
+
+def test_item_lock_of_an_earlier_process_is_taken_over_locally_only(store: Any) -> None:
+    """A server killed with -9 leaves its locks; locally (one process per data dir) the next process takes them
+    over at once, while on AWS (many processes) only the lease frees them."""
+    store.put(
+        "o", Put(ITEM_LOCK, "pk", "z", {"owner": "x", "boot": "killed"}, if_absent=True, expires_at=time.time() + 60)
+    )
+    with pytest.raises(StoreUnavailable), ItemLocks(store, single_process=False).hold("o", "pk", "z", wait_s=0.05):
+        pass
+    with ItemLocks(store, single_process=True).hold("o", "pk", "z", wait_s=0.05):
+        assert store.get("o", ITEM_LOCK, "pk", "z").data["boot"] != "killed"

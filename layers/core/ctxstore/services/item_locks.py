@@ -9,6 +9,10 @@ The lock is a record with a lease (`expires_at`) written with `if_absent`, so it
 and on DynamoDB (a conditional put): a holder that dies frees the item when the lease runs out. The lease
 is far longer than any single step holds it (seconds), and a waiter that cannot get it in time raises
 StoreUnavailable: 503 with Retry-After for a request, a retry with backoff for a pipeline step.
+
+Locally one process owns the data dir (a second server refuses to start), so a lock written by an earlier
+process (one killed with -9) is stale at once: it carries the writer's boot id and is taken over instead of
+waited out. On AWS many Lambdas share the table and only the lease frees a dead holder's lock.
 """
 
 from __future__ import annotations
@@ -22,15 +26,17 @@ from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.records import ConditionFailed, Put, RecordStore
 
 ITEM_LOCK = "item_lock"  # org: pk = the item's pk, sk = item id
+BOOT_ID = os.urandom(8).hex()  # this process
 LEASE_SECONDS = 300.0
 REQUEST_WAIT_SECONDS = 20.0  # an HTTP request waits at most this long, then answers 503
 STEP_WAIT_SECONDS = 60.0  # a pipeline step waits at most this long, then retries later
 
 
 class ItemLocks:
-    def __init__(self, records: RecordStore, *, lease_s: float = LEASE_SECONDS) -> None:
+    def __init__(self, records: RecordStore, *, lease_s: float = LEASE_SECONDS, single_process: bool = False) -> None:
         self._records = records
         self._lease_s = lease_s
+        self._single_process = single_process
 
     @contextlib.contextmanager
     def hold(self, org: str, pk: str, item_id: str, *, wait_s: float = REQUEST_WAIT_SECONDS) -> Iterator[None]:
@@ -44,16 +50,32 @@ class ItemLocks:
     def _acquire(self, org: str, pk: str, item_id: str, owner: str, wait_s: float) -> int:
         deadline = time.monotonic() + wait_s
         pause = 0.002
+        data = {"owner": owner, "boot": BOOT_ID}
         while True:
-            put = Put(ITEM_LOCK, pk, item_id, {"owner": owner}, if_absent=True, expires_at=time.time() + self._lease_s)
+            put = Put(ITEM_LOCK, pk, item_id, data, if_absent=True, expires_at=time.time() + self._lease_s)
             try:
                 return self._records.put(org, put).version
             except ConditionFailed:
                 pass
+            taken = self._take_over_stale(org, pk, item_id, data)
+            if taken is not None:
+                return taken
             if time.monotonic() >= deadline:
                 raise StoreUnavailable(f"item '{item_id}' is busy with another write; retry shortly")
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    def _take_over_stale(self, org: str, pk: str, item_id: str, data: dict[str, str]) -> int | None:
+        if not self._single_process:
+            return None
+        held = self._records.get(org, ITEM_LOCK, pk, item_id)
+        if held is None or held.data.get("boot") == BOOT_ID:
+            return None
+        put = Put(ITEM_LOCK, pk, item_id, data, if_version=held.version, expires_at=time.time() + self._lease_s)
+        try:
+            return self._records.put(org, put).version
+        except ConditionFailed:
+            return None  # someone else moved first; wait as usual
 
     def _release(self, org: str, pk: str, item_id: str, owner: str, version: int) -> None:
         rec = self._records.get(org, ITEM_LOCK, pk, item_id)

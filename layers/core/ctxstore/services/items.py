@@ -59,7 +59,7 @@ def new_version() -> str:
 class ItemService:
     def __init__(self, c: Container) -> None:
         self._c = c
-        self._locks = ItemLocks(c.records)
+        self._locks = ItemLocks(c.records, single_process=c.options.backend == "local")
 
     def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
         """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""
