@@ -65,7 +65,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
     runner.start()
     app = create_app(services)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", timeout_graceful_shutdown=10)
+    # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
+    # while an overloaded loop had not yet read the next request on them, and clients saw no answer at all.
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        timeout_keep_alive=75,
+        backlog=4096,
+    )
     server = uvicorn.Server(config)
     # uvicorn re-raises the signal after its graceful shutdown; these handlers absorb it so the
     # workers and stores below are closed in order and the process exits 0.

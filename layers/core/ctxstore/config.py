@@ -17,6 +17,11 @@ class Settings(BaseSettings):
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
+    # Admission control of `serve` (docs/api.md, Overload): requests run at once per class (0: no gate).
+    max_inflight_queries: int = 6  # CTXSTORE_MAX_INFLIGHT_QUERIES: POST /query and subgraph reads
+    max_inflight_ingests: int = 4  # CTXSTORE_MAX_INFLIGHT_INGESTS: ingest, uploads
+    max_inflight_other: int = 12  # CTXSTORE_MAX_INFLIGHT_OTHER: every other route but /health
+    admission_wait_s: float = 2.0  # CTXSTORE_ADMISSION_WAIT_S: longest wait for a query slot (others: 2.5x)
     max_databases_per_org: int = 0
     rate_limit_per_minute: int = 0  # 0 disables rate limiting (the local default)
     rate_limit_burst: int = 0

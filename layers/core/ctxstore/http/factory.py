@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI
 
 from ctxstore import API_VERSION
-from ctxstore.http import errors
+from ctxstore.http import errors, openapi_doc
+from ctxstore.http.admission import Admission, AdmissionLimits
 from ctxstore.http.middleware import ConventionsMiddleware
 from ctxstore.services.registry import Services
 
@@ -26,5 +27,15 @@ def create_app(services: Services, routers: Sequence[APIRouter]) -> FastAPI:
     for router in routers:
         app.include_router(router)
     errors.install(app)
-    app.add_middleware(ConventionsMiddleware, keys=services.keys, limiter=services.limiter)
+    openapi_doc.install(app)
+    o = services.container.options
+    # On AWS each Lambda instance serves one request at a time; the gate is for the one local process.
+    admission = (
+        Admission(
+            AdmissionLimits.of(o.max_inflight_queries, o.max_inflight_ingests, o.max_inflight_other, o.admission_wait_s)
+        )
+        if o.backend == "local"
+        else None
+    )
+    app.add_middleware(ConventionsMiddleware, keys=services.keys, limiter=services.limiter, admission=admission)
     return app

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ctxstore import API_VERSION
 from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
+from ctxstore.http.admission import Admission, Refused
 from ctxstore.http.aliases import normalize_pairs
 from ctxstore.http.context import RequestContext, get_context, route_family
 from ctxstore.http.envelope import failure_body
@@ -51,10 +52,13 @@ def error_response(ctx: RequestContext, err: ApiError) -> JSONResponse:
 
 
 class ConventionsMiddleware:
-    def __init__(self, app: ASGIApp, keys: KeyService, limiter: RateLimiter) -> None:
+    def __init__(
+        self, app: ASGIApp, keys: KeyService, limiter: RateLimiter, admission: Admission | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
         self.limiter = limiter
+        self.admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -84,6 +88,29 @@ class ConventionsMiddleware:
                     headers["Warning"] = f'299 ctxstore "{text}"'
             await send(message)
 
+        gate = None
+        if self.admission is not None:
+            klass = self.admission.classify(scope["method"], scope["path"])
+            gate = self.admission.gate(klass) if klass else None
+            if gate is not None:
+                try:
+                    await gate.enter()
+                except Refused as refused:
+                    log.warning("refused (request_id=%s): %s", ctx.request_id, refused)
+                    err = ApiError(
+                        ErrorCode.SERVICE_UNAVAILABLE, str(refused), headers={"Retry-After": str(refused.retry_after_s)}
+                    )
+                    await error_response(ctx, err)(scope, receive, send_wrapper)
+                    return
+        try:
+            await self._admitted(scope, receive, send_wrapper, ctx, lambda: started)
+        finally:
+            if gate is not None:
+                gate.leave()
+
+    async def _admitted(
+        self, scope: Scope, receive: Receive, send_wrapper: Send, ctx: RequestContext, started: Any
+    ) -> None:
         try:
             receive = await self._prepare(scope, receive, ctx)
         except ApiError as err:
@@ -93,7 +120,7 @@ class ConventionsMiddleware:
             await self.app(scope, receive, send_wrapper)
         except StoreUnavailable as exc:
             log.warning("dependency unavailable (request_id=%s): %s", ctx.request_id, exc)
-            if started:
+            if started():
                 raise
             unavailable = ApiError(
                 ErrorCode.SERVICE_UNAVAILABLE,
@@ -103,7 +130,7 @@ class ConventionsMiddleware:
             await error_response(ctx, unavailable)(scope, receive, send_wrapper)
         except Exception:
             log.exception("unhandled error (request_id=%s)", ctx.request_id)
-            if started:
+            if started():
                 raise
             body = failure_body(
                 ctx, ErrorCode.INTERNAL_ERROR.value, f"internal error; quote request_id {ctx.request_id} to support"

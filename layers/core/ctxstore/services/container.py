@@ -35,6 +35,11 @@ class Options:
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
     allow_private_webhooks: bool = False  # let webhooks target loopback/private addresses
+    # Admission control (http/admission.py): requests at once per class; 0 turns a class's gate off.
+    max_inflight_queries: int = 6
+    max_inflight_ingests: int = 4
+    max_inflight_other: int = 12
+    admission_wait_s: float = 2.0
     webhook_timeout_s: float = 10.0
     webhook_max_attempts: int = 8  # then a delivery is permanently_failed
     webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter

@@ -1,0 +1,74 @@
+"""Issue 12 item 9: /openapi.json tells the truth, checked by schemathesis against a live `ctxstore serve`.
+
+Every documented operation is called with generated inputs (valid and invalid) and its answers must be
+declared: no 5xx, every status documented for that operation, the declared content type, and a body
+matching the declared schema (the envelope, the failure envelope, the reference's data shapes).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.support.server import ServerProcess
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+SERVER: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    with ServerProcess(tmp_path_factory.mktemp("openapi") / "data") as srv:
+        srv.wait_ready()
+        [key] = srv.printed_keys
+        with srv.client(key) as c:
+            assert c.post("/databases", json={"database": "acme"}).status_code == 202
+            deadline = time.time() + 30
+            while not c.get("/databases/status", params={"database": "acme"}).json()["data"]["infra"][
+                "ready_for_ingestion"
+            ]:
+                assert time.time() < deadline
+                time.sleep(0.05)
+            item = {"id": "a1", "title": "Alpha", "type": "note", "content": {"text": "Alice works at Acme."}}
+            c.post("/context/ingest", data={"database": "acme", "app_knowledge": json.dumps([item])})
+        SERVER.update(srv=srv, key=key)
+        yield SERVER
+
+
+@pytest.fixture(scope="module")
+def api_schema(live: dict[str, Any]) -> Any:
+    srv = live["srv"]
+    return schemathesis.openapi.from_url(f"{srv.base_url}/openapi.json")
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_every_operation_answers_as_documented(case: Any, live: dict[str, Any]) -> None:
+    srv, key = live["srv"], live["key"]
+    case.call_and_validate(
+        base_url=srv.base_url,
+        headers={"Authorization": f"Bearer {key}", "API-Version": "2"},
+        checks=CHECKS,
+        timeout=30,
+    )
