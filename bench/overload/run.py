@@ -130,8 +130,32 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--seed-docs", type=int, default=200)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "overload.json")
+    ap.add_argument(
+        "--compare", action="store_true", help="also run with admission control off (the reference), same run"
+    )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ServerProcess(Path(tmp) / "data") as srv:
+    runs = {"admission": _run(args, {})}
+    if args.compare:
+        off = {
+            "CTXSTORE_MAX_INFLIGHT_QUERIES": "0",
+            "CTXSTORE_MAX_INFLIGHT_INGESTS": "0",
+            "CTXSTORE_MAX_INFLIGHT_OTHER": "0",
+        }
+        runs["no_admission"] = _run(args, off)
+    report = {
+        "what": "overload: concurrent query + ingest clients against ctxstore serve over HTTP (127.0.0.1)",
+        "clients": {"query": args.queries, "ingest": args.ingests},
+        "seconds": args.seconds,
+        "cores": os.cpu_count(),
+        **runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+
+
+def _run(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess(Path(tmp) / "data", env=env) as srv:
         srv.wait_ready(60)
         [key] = srv.printed_keys
         with srv.client(key) as c:
@@ -152,18 +176,12 @@ def main() -> None:
         load_after = os.getloadavg()
         with srv.client(key) as c:
             result["health_after"] = c.get("/health").status_code
-    report = {
-        "what": "overload: concurrent query + ingest clients against ctxstore serve over HTTP (127.0.0.1)",
-        "clients": {"query": args.queries, "ingest": args.ingests},
-        "seconds": args.seconds,
+    return {
+        "server_env": env,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in load_after],
-        "cores": os.cpu_count(),
         **result,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

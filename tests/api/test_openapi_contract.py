@@ -72,3 +72,14 @@ def test_every_operation_answers_as_documented(case: Any, live: dict[str, Any]) 
         checks=CHECKS,
         timeout=30,
     )
+
+
+def test_the_packaged_reference_shapes_match_the_reference() -> None:
+    """reference_shapes.json is derived from the reference OpenAPI; regenerate it when the reference changes:
+    `uv run python -c "import json; from ctxstore.http.openapi_doc import extract_shapes as e, SHAPES_FILE as f;
+    f.write_text(json.dumps(e(json.load(open('../shared/spec/reference-openapi-v2.json'))), indent=1,
+    sort_keys=True) + chr(10))"`."""
+    from ctxstore.http.openapi_doc import SHAPES_FILE, extract_shapes
+    from tests.support.reference_schema import reference
+
+    assert json.loads(SHAPES_FILE.read_text()) == json.loads(json.dumps(extract_shapes(reference())))

@@ -6,8 +6,9 @@ multipart and hand-read routes, so generated clients and contract testers reject
 This module rewrites each operation's responses after FastAPI has built the document:
 
 * success: the envelope `{success, data, error, meta}` whose `data` is the reference OpenAPI's
-  schema for the same route where it has one (its component schemas are copied, without prose,
-  under the `ref.` prefix); webhook routes answer the reference's object without an envelope;
+  schema for the same route where it has one (reference_shapes.json: its component schemas without
+  prose, under the `ref.` prefix, made by `extract_shapes`); webhook routes answer the reference's
+  object without an envelope;
 * failures: the failure envelope for each status the route can answer (authentication, scope,
   limits, storage and the route's own rules);
 * request bodies of `/context/ingest`, `/context/uploads` and `POST /blobs/{token}`.
@@ -24,7 +25,6 @@ from typing import Any
 
 from fastapi import FastAPI
 
-REFERENCE_FILE = "reference-openapi-v2.json"
 _PARAM = re.compile(r"\{[^}]+\}")
 _PROSE = frozenset({"description", "example", "examples", "summary", "title"})
 
@@ -111,20 +111,7 @@ REQUEST_BODIES: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
-def _reference_path() -> Path | None:
-    """The reference OpenAPI beside the project (shared/spec), when present; the document works without it."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent.parent / "shared" / "spec" / REFERENCE_FILE
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-@cache
-def _reference() -> dict[str, Any]:
-    path = _reference_path()
-    return dict(json.loads(path.read_text())) if path else {"paths": {}, "components": {"schemas": {}}}
+SHAPES_FILE = Path(__file__).with_name("reference_shapes.json")
 
 
 def _strip(node: Any) -> Any:
@@ -147,37 +134,63 @@ def _strip(node: Any) -> Any:
     return node
 
 
-def _copy_component(name: str, into: dict[str, Any]) -> None:
-    if "ref." + name in into:
-        return
-    source = _reference()["components"]["schemas"].get(name)
-    if source is None:
-        into["ref." + name] = {}
-        return
-    into["ref." + name] = _strip(copy.deepcopy(source))
-    for ref in re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(source)):
-        _copy_component(ref, into)
+def extract_shapes(reference: dict[str, Any]) -> dict[str, Any]:
+    """From the reference OpenAPI: each route's success `data` schema (and whether it is enveloped), and the
+    component schemas they use, without prose. The result is committed as reference_shapes.json, so the
+    server needs no copy of the reference at run time; a test keeps the two in sync."""
+    components = reference.get("components", {}).get("schemas", {})
+    schemas: dict[str, Any] = {}
+
+    def copy_component(name: str) -> None:
+        if "ref." + name in schemas:
+            return
+        source = components.get(name, {})
+        schemas["ref." + name] = _strip(copy.deepcopy(source))
+        for ref in re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(source)):
+            copy_component(ref)
+
+    routes: dict[str, Any] = {}
+    for path, ops in reference.get("paths", {}).items():
+        for method, op in ops.items():
+            responses = op.get("responses", {})
+            code = next((c for c in responses if c.startswith("2")), None)
+            schema = responses.get(code, {}).get("content", {}).get("application/json", {}).get("schema", {})
+            envelope = components.get(str(schema.get("$ref", "")).rsplit("/", 1)[-1], {})
+            data = envelope.get("properties", {}).get("data")
+            if data is None:
+                continue
+            if "$ref" in data:
+                copy_component(data["$ref"].rsplit("/", 1)[-1])
+            # The spec: webhook management routes answer their object without the envelope.
+            routes[f"{method} {_PARAM.sub('{}', path)}"] = {
+                "data": _strip(copy.deepcopy(data)),
+                "enveloped": not path.startswith("/webhooks/"),
+            }
+    return {"routes": dict(sorted(routes.items())), "schemas": dict(sorted(schemas.items()))}
+
+
+@cache
+def _shapes() -> dict[str, Any]:
+    return dict(json.loads(SHAPES_FILE.read_text()))
 
 
 def _reference_data_schema(method: str, path: str, schemas: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """(schema of `data`, whether the route answers inside the envelope) from the reference, or ({}, True)."""
-    wanted = _PARAM.sub("{}", path)
-    for ref_path, ops in _reference()["paths"].items():
-        if _PARAM.sub("{}", ref_path) != wanted or method not in ops:
-            continue
-        responses = ops[method].get("responses", {})
-        code = next((c for c in responses if c.startswith("2")), None)
-        schema = responses.get(code, {}).get("content", {}).get("application/json", {}).get("schema", {})
-        name = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
-        envelope = _reference()["components"]["schemas"].get(name, {})
-        data = envelope.get("properties", {}).get("data")
-        if data is None:
-            return {}, True
-        inner = copy.deepcopy(data)
-        if "$ref" in inner:
-            _copy_component(inner["$ref"].rsplit("/", 1)[-1], schemas)
-        return _strip(inner), not path.startswith("/webhooks/")
-    return {}, True
+    shapes = _shapes()
+    route = shapes["routes"].get(f"{method} {_PARAM.sub('{}', path)}")
+    if route is None:
+        return {}, True
+    for ref in re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(route["data"])):
+        _add_schema(ref, shapes["schemas"], schemas)
+    return copy.deepcopy(route["data"]), bool(route["enveloped"])
+
+
+def _add_schema(name: str, source: dict[str, Any], into: dict[str, Any]) -> None:
+    if name in into:
+        return
+    into[name] = copy.deepcopy(source.get(name, {}))
+    for ref in re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(into[name])):
+        _add_schema(ref, source, into)
 
 
 def _failure_statuses(method: str, path: str) -> list[int]:
