@@ -137,7 +137,7 @@ class CtxstoreClient:
         max_request_bytes: int = docs.DEFAULT_BATCH_BYTES,
         max_request_files: int = docs.DEFAULT_BATCH_FILES,
     ) -> Iterator[IngestResult]:
-        """Upload files in requests of bounded size, yielding each request's result.
+        """Upload files in requests of bounded size, yielding each request's result (its files in the order given).
 
         A file larger than `max_request_bytes` goes by reference (`POST /context/uploads`, then its URL).
         A file over the API's 50 MB limit is never sent: it comes back as a `failed` item with error code
@@ -154,7 +154,9 @@ class CtxstoreClient:
             yield _oversized_result([d for _, d in too_big])
         sendable = [(i, d) for i, d in indexed if len(d.data) <= docs.MAX_FILE_BYTES]
         pos = {id(d): i for i, d in sendable}
-        for batch in docs.batches((d for _, d in sendable), max_bytes=max_request_bytes, max_files=max_request_files):
+        for batch in docs.batches(
+            (d for _, d in sendable), lambda d: len(d.data), max_bytes=max_request_bytes, max_files=max_request_files
+        ):
             batch_meta = [dict(metas[pos[id(d)]]) for d in batch] if metas is not None else None
             yield self._ingest_documents(batch, batch_meta, upsert, scope, max_request_bytes)
 
@@ -175,8 +177,12 @@ class CtxstoreClient:
             order = {id(d): i for i, d in enumerate(batch)}
             form["document_metadata"] = json.dumps([metadata[order[id(d)]] for d in [*inline, *by_ref]])
         files = [("documents", (d.filename, d.data, d.content_type or "application/octet-stream")) for d in inline]
-        data = self._t.request("POST", "/context/ingest", data=form, files=files or None)
-        return IngestResult.model_validate(data)
+        result = IngestResult.model_validate(self._t.request("POST", "/context/ingest", data=form, files=files or None))
+        # The API answers file parts first, then referenced uploads: give the results back in the caller's order.
+        sent = {id(d): i for i, d in enumerate([*inline, *by_ref])}
+        if len(result.results) == len(batch):
+            result.results = [result.results[sent[id(d)]] for d in batch]
+        return result
 
     def _stage(self, doc: Document) -> str:
         """Send one large file to a presigned upload URL; its id for the ingest request's `uploads`."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import mimetypes
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from ctxstore.client.models import Document
+
+T = TypeVar("T")
 
 MAX_FILE_BYTES = 50 * 1024 * 1024  # the API's per-file limit (413 for the whole request beyond it)
 # One request carries at most this much: an AWS Lambda request is capped at 6 MB, and smaller
@@ -43,16 +46,21 @@ def walk(paths: Iterable[str | Path], *, recursive: bool = True) -> list[Path]:
 
 
 def batches(
-    docs: Iterable[Document], *, max_bytes: int = DEFAULT_BATCH_BYTES, max_files: int = DEFAULT_BATCH_FILES
-) -> Iterator[list[Document]]:
-    """Groups of documents in order, each within `max_bytes` and `max_files` (a larger file travels alone)."""
-    batch: list[Document] = []
-    size = 0
-    for doc in docs:
-        if batch and (size + len(doc.data) > max_bytes or len(batch) >= max_files):
+    items: Iterable[T],
+    size: Callable[[T], int],
+    *,
+    max_bytes: int = DEFAULT_BATCH_BYTES,
+    max_files: int = DEFAULT_BATCH_FILES,
+) -> Iterator[list[T]]:
+    """Groups of items in order, each within `max_bytes` (by `size`) and `max_files` (a larger item goes alone)."""
+    batch: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if batch and (total + n > max_bytes or len(batch) >= max_files):
             yield batch
-            batch, size = [], 0
-        batch.append(doc)
-        size += len(doc.data)
+            batch, total = [], 0
+        batch.append(item)
+        total += n
     if batch:
         yield batch

@@ -15,7 +15,7 @@ class _Model(BaseModel):
 
     def raw(self) -> dict[str, Any]:
         """The object as the API sent it (named and unnamed fields)."""
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 @dataclass(frozen=True)
