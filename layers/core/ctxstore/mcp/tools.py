@@ -64,13 +64,6 @@ class Turn(BaseModel):
     assistant: str = Field(default="", description="What the assistant answered.")
 
 
-def _failing(fn: Callable[[], str]) -> str:
-    try:
-        return fn()
-    except ToolFailure as failure:
-        raise ToolError(f"{failure.code}: {failure.message}") from None
-
-
 def _memory_item(
     text: str | None,
     turns: list[Turn] | None,
@@ -110,6 +103,13 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         "ctxstore", title="ctxstore context store", version=API_VERSION, instructions=INSTRUCTIONS
     )
+
+    def answer(ctx: Context, run: Callable[[ContextBackend, Defaults], str]) -> str:
+        """Run one tool body with the call's backend and defaults; an API failure becomes a tool error."""
+        try:
+            return run(*resolve(ctx))
+        except ToolFailure as failure:
+            raise ToolError(f"{failure.code}: {failure.message}") from None
 
     @server.tool(
         name="ctxstore_query", title="Search knowledge and memories", annotations=READ, structured_output=False
@@ -158,8 +158,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Search the context store and get ranked passages with their source titles and source ids (quote them).
         Use before answering questions about stored documents, notes or what the user told you earlier."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             scope = defaults.scope(database, collection)
             body: dict[str, Any] = {
                 "query": query,
@@ -175,7 +174,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
                 body["metadata_filters"] = metadata_filters
             return render.query(scope, backend.query(scope, body))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(
         name="ctxstore_ingest", title="Remember a note or a conversation", annotations=WRITE, structured_output=False
@@ -213,10 +212,9 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Store a note or a conversation as memory (default) or knowledge. Returns at once with the new ids;
         indexing continues in the background (see ctxstore_status)."""
 
-        def run() -> str:
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             if (text is None) == (turns is None) or (turns is not None and not turns):
                 raise ToolFailure("INVALID_PARAMETERS", "give exactly one of `text` or `turns` (non-empty)")
-            backend, defaults = resolve(ctx)
             scope = defaults.scope(database, collection)
             if kind == "memory":
                 item = _memory_item(text, turns, title, source_id, infer, user_name)
@@ -226,7 +224,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
                 store = "knowledge"
             return render.ingest(scope, backend.ingest_items(scope, store, [item]))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_ingest_document", title="Add a document", annotations=WRITE, structured_output=False)
     def ingest_document(
@@ -263,11 +261,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Add one document (PDF, Office, OpenDocument, iWork, images via OCR, text, markdown, CSV, JSON) as knowledge,
         from a URL, base64 content or a local path. Returns at once with its id; unsupported formats are reported."""
 
-        def run() -> str:
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             given = [v for v in (url, path, content_base64) if v is not None]
             if len(given) != 1:
                 raise ToolFailure("INVALID_PARAMETERS", "give exactly one of `url`, `path` or `content_base64`")
-            backend, defaults = resolve(ctx)
             scope = defaults.scope(database, collection)
             name, data, ctype = _document(backend, url, path, content_base64, filename)
             doc_meta: dict[str, Any] = {}
@@ -279,7 +276,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
                 doc_meta["additional_metadata"] = additional_metadata
             return render.ingest(scope, backend.ingest_document(scope, name, data, ctype, doc_meta or None))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_status", title="Indexing status", annotations=READ, structured_output=False)
     def status(
@@ -293,11 +290,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Indexing status of ingested items: queued, processing, graph_creation (searchable), completed, or errored
         (with its error code). Unknown ids are reported as not found."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.status(backend.status(defaults.scope(database, collection), list(dict.fromkeys(ids))))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_list", title="List stored items", annotations=READ, structured_output=False)
     def list_items(
@@ -310,12 +306,11 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     ) -> str:
         """Browse stored knowledge sources or memories, newest first, with ids, titles and indexing status."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             scope = defaults.scope(database, collection)
             return render.listing(scope, kind, backend.list_sources(scope, kind, page, page_size))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_inspect", title="Read a stored item", annotations=READ, structured_output=False)
     def inspect(
@@ -330,11 +325,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     ) -> str:
         """Read the full text of one stored source or memory (as indexed), in parts for long items."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.inspected(backend.inspect(defaults.scope(database, collection), source_id), offset, limit)
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_delete", title="Delete items", annotations=DESTROY, structured_output=False)
     def delete(
@@ -346,11 +340,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     ) -> str:
         """Delete items for good: their text, search index entries, graph facts and files. Cannot be undone."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.deleted(backend.delete(defaults.scope(database, collection), kind, list(ids)))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_relations", title="Entity relations", annotations=READ, structured_output=False)
     def relations(
@@ -367,11 +360,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Entity relations extracted from stored text (who works where, what was founded by whom...), with the
         sentence each comes from. Complete once an item's status is completed."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.relations(backend.relations(defaults.scope(database, collection), kind, source_id, limit))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_subgraph", title="Linked items", annotations=READ, structured_output=False)
     def subgraph(
@@ -386,12 +378,11 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Items linked to one item (same thread, parent/child, explicit links such as replies and references),
         nearest first."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             scope = defaults.scope(database, collection)
             return render.subgraph(backend.subgraph(scope, kind, source_id, depth, max_sources))
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(
         name="ctxstore_graph_query", title="openCypher on a BYOG graph", annotations=WRITE, structured_output=False
@@ -420,11 +411,10 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Run openCypher against one of your hosted graphs (BYOG). Rows come back as JSON objects keyed by
         RETURN alias."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.rows(backend.graph_query(defaults.graph_scope(database, collection), query, params), max_rows)
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(name="ctxstore_graph_collections", title="List BYOG graphs", annotations=READ, structured_output=False)
     def graph_collections(
@@ -435,13 +425,12 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     ) -> str:
         """List the graphs (collections) of a BYOG database."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             db = defaults.graph_scope(database, None).database
             names = backend.graph_collections(db)
             return f'{len(names)} graphs in BYOG database "{db}"' + (": " + ", ".join(names) if names else ".")
 
-        return _failing(run)
+        return answer(ctx, run)
 
     @server.tool(
         name="ctxstore_graph_admin", title="Create or drop BYOG graphs", annotations=DESTROY, structured_output=False
@@ -462,8 +451,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     ) -> str:
         """Create a BYOG database, or drop a graph or a whole BYOG database."""
 
-        def run() -> str:
-            backend, defaults = resolve(ctx)
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
             if action == "drop_collection" and not collection:
                 raise ToolFailure("INVALID_PARAMETERS", "drop_collection needs `collection`")
             scope = defaults.graph_scope(database, collection)
@@ -475,7 +463,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
             dropped = out.get("deleted_collections") or []
             return f'BYOG database "{scope.database}" dropped with {len(dropped)} graphs.'
 
-        return _failing(run)
+        return answer(ctx, run)
 
     return server
 
