@@ -23,7 +23,8 @@ def test_ingest_status_query_inspect_delete(served: Served) -> None:
             Document("big-notes.txt", b"Krill is what penguins eat. " * 100, "text/plain"),
         ]
         # A request limit below the third file's size sends it by reference (POST /context/uploads, then its URL).
-        parts = list(cs.iter_ingest_files(docs, max_request_bytes=1000, max_request_files=2))
+        meta = [{"additional_metadata": {"n": i}} for i in range(3)]
+        parts = list(cs.iter_ingest_files(docs, metadata=meta, max_request_bytes=1000, max_request_files=2))
         assert len(parts) == 2
         items = [r for p in parts for r in p.results]
         assert [(r.filename, r.status) for r in items] == [
@@ -46,6 +47,8 @@ def test_ingest_status_query_inspect_delete(served: Served) -> None:
 
         page = cs.list_sources(page_size=10)
         assert {s.id for s in page.sources} == set(queued) and page.total == 2
+        by_id = {s.id: s.raw()["additional_metadata"] for s in page.sources}
+        assert by_id == {queued[0]: {"n": 0}, queued[1]: {"n": 2}}  # metadata stayed with its file
         shown = cs.inspect(queued[0])
         assert shown.title == "penguins.md" and "Antarctica" in (shown.content or "")
         assert cs.chunks(queued[0])["chunks"][0]["position"] == 0

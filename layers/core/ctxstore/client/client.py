@@ -148,40 +148,42 @@ class CtxstoreClient:
         metas = list(metadata) if metadata is not None else None
         if metas is not None and len(metas) != len(loaded):
             raise CtxstoreError(MISSING_SCOPE, f"{len(metas)} metadata entries for {len(loaded)} files")
-        indexed = list(enumerate(loaded))
-        too_big = [(i, d) for i, d in indexed if len(d.data) > docs.MAX_FILE_BYTES]
+        too_big = [d for d in loaded if len(d.data) > docs.MAX_FILE_BYTES]
         if too_big:
-            yield _oversized_result([d for _, d in too_big])
-        sendable = [(i, d) for i, d in indexed if len(d.data) <= docs.MAX_FILE_BYTES]
-        pos = {id(d): i for i, d in sendable}
+            yield _oversized_result(too_big)
+        sendable = [
+            (d, dict(metas[i]) if metas is not None else None)
+            for i, d in enumerate(loaded)
+            if len(d.data) <= docs.MAX_FILE_BYTES
+        ]
         for batch in docs.batches(
-            (d for _, d in sendable), lambda d: len(d.data), max_bytes=max_request_bytes, max_files=max_request_files
+            sendable, lambda pair: len(pair[0].data), max_bytes=max_request_bytes, max_files=max_request_files
         ):
-            batch_meta = [dict(metas[pos[id(d)]]) for d in batch] if metas is not None else None
-            yield self._ingest_documents(batch, batch_meta, upsert, scope, max_request_bytes)
+            yield self._ingest_documents(batch, metas is not None, upsert, scope, max_request_bytes)
 
     def _ingest_documents(
         self,
-        batch: list[Document],
-        metadata: list[dict[str, Any]] | None,
+        batch: list[tuple[Document, dict[str, Any] | None]],
+        with_metadata: bool,
         upsert: bool,
         scope: dict[str, str],
         direct_limit: int,
     ) -> IngestResult:
-        inline = [d for d in batch if len(d.data) <= direct_limit]
-        by_ref = [d for d in batch if len(d.data) > direct_limit]
+        # The API takes file parts first, then referenced uploads, and answers in that order.
+        order = [i for i, (d, _) in enumerate(batch) if len(d.data) <= direct_limit]
+        order += [i for i, (d, _) in enumerate(batch) if len(d.data) > direct_limit]
+        inline = [batch[i][0] for i in order if len(batch[i][0].data) <= direct_limit]
+        by_ref = [batch[i][0] for i in order if len(batch[i][0].data) > direct_limit]
         form: dict[str, str] = {**scope, "type": "knowledge", "upsert": _bool(upsert)}
-        if by_ref:  # the API puts referenced files after the file parts: keep metadata aligned with that order
+        if by_ref:
             form["uploads"] = json.dumps([{"upload_id": self._stage(d), "filename": d.filename} for d in by_ref])
-        if metadata is not None:
-            order = {id(d): i for i, d in enumerate(batch)}
-            form["document_metadata"] = json.dumps([metadata[order[id(d)]] for d in [*inline, *by_ref]])
+        if with_metadata:
+            form["document_metadata"] = json.dumps([batch[i][1] or {} for i in order])
         files = [("documents", (d.filename, d.data, d.content_type or "application/octet-stream")) for d in inline]
         result = IngestResult.model_validate(self._t.request("POST", "/context/ingest", data=form, files=files or None))
-        # The API answers file parts first, then referenced uploads: give the results back in the caller's order.
-        sent = {id(d): i for i, d in enumerate([*inline, *by_ref])}
-        if len(result.results) == len(batch):
-            result.results = [result.results[sent[id(d)]] for d in batch]
+        if len(result.results) == len(batch):  # back in the caller's order
+            by_position = dict(zip(order, result.results, strict=True))
+            result.results = [by_position[i] for i in range(len(batch))]
         return result
 
     def _stage(self, doc: Document) -> str:
