@@ -219,10 +219,13 @@ def main() -> None:
     result["load_at_start"] = load()
     if args.part in ("mcp", "all"):
         print("MCP ctxstore_query over Streamable HTTP, 10k chunks", flush=True)
-        result["mcp_query_10k"] = bench_mcp(args.queries)
+        result["mcp_query_10k"] = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **bench_mcp(args.queries)}
     if args.part in ("ingest", "all"):
         print("ctxstore ingest of parser_docs", flush=True)
-        result["cli_ingest_parser_docs"] = bench_ingest(args.rounds)
+        result["cli_ingest_parser_docs"] = {
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **bench_ingest(args.rounds),
+        }
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")
 
