@@ -1,4 +1,5 @@
-"""ctxstore command line: `serve` runs the whole service locally; `keys` manages API keys."""
+"""ctxstore command line: `serve` runs the whole service locally; `keys` manages API keys; every other verb is a
+client of a running server (`ctxstore.commands`, typer + rich)."""
 
 from __future__ import annotations
 
@@ -147,11 +148,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def server_main(argv: list[str]) -> int:
+    """`serve` and `keys`, parsed here exactly as before the client verbs existed."""
     args = build_parser().parse_args(argv)
     if getattr(args, "data_dir_sub", None):
         args.data_dir = args.data_dir_sub
     return int(args.func(args))
+
+
+SERVER_VERBS = ("serve", "keys")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SERVER_VERBS:
+        return server_main(argv)
+    from ctxstore.commands.app import run  # the client verbs; `serve` never loads them
+
+    return run(argv, server_main)
 
 
 if __name__ == "__main__":

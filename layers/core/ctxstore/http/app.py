@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 
-from ctxstore.http import factory
+from ctxstore.http import factory, mcp_mount
 from ctxstore.http.routers import (
     byog,
     context_ingest,
@@ -34,5 +34,7 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
 
 
 def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:
-    """Every router by default (the local server). Lambdas use http.factory.create_app with their group only."""
-    return factory.create_app(services, routers)
+    """Every router by default (the local server), and MCP at /mcp. Lambdas use http.factory with their group only."""
+    app = factory.create_app(services, routers)
+    mcp_mount.install(app, services)
+    return app

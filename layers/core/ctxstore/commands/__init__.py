@@ -1,0 +1,1 @@
+"""The client verbs of the `ctxstore` command (typer + rich) over ctxstore.client."""

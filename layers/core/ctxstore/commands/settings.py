@@ -1,0 +1,99 @@
+"""Where the client verbs find the server, the key and the default scope: flags, environment, config file.
+
+Order: a flag wins over its environment variable (CTXSTORE_URL, CTXSTORE_API_KEY, CTXSTORE_DATABASE,
+CTXSTORE_COLLECTION), which wins over the file `ctxstore login` writes (mode 0600), which wins over the
+default URL http://127.0.0.1:8080.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxstore.client import CtxstoreClient
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def config_path(explicit: str | None = None) -> Path:
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("CTXSTORE_CONFIG"):
+        return Path(os.environ["CTXSTORE_CONFIG"]).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ctxstore" / "config.json"
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the config file {path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def write_config(path: Path, values: dict[str, Any]) -> None:
+    """Write the file readable by its owner only (it holds an API key): created 0600, never widened."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(values, fh, indent=2)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+@dataclass
+class Settings:
+    """The resolved connection, and where each value came from (for `doctor` and error hints)."""
+
+    url: str = DEFAULT_URL
+    api_key: str | None = None
+    database: str | None = None
+    collection: str | None = None
+    timeout: float = 60.0
+    sources: dict[str, str] = field(default_factory=dict)
+    config_file: Path | None = None
+
+    def client(self, database: str | None = None, collection: str | None = None) -> CtxstoreClient:
+        return CtxstoreClient(
+            self.url,
+            self.api_key,
+            database=database or self.database,
+            collection=collection if collection is not None else self.collection,
+            timeout=self.timeout,
+        )
+
+
+def resolve(
+    *,
+    url: str | None,
+    api_key: str | None,
+    config: str | None,
+    timeout: float,
+    environ: dict[str, str] | None = None,
+) -> Settings:
+    env = os.environ if environ is None else environ
+    path = config_path(config)
+    stored = read_config(path)
+    out = Settings(timeout=timeout, config_file=path)
+
+    def pick(name: str, flag: str | None, var: str, default: str | None = None) -> str | None:
+        for value, source in ((flag, "flag"), (env.get(var), var), (stored.get(name), str(path))):
+            if value:
+                out.sources[name] = source
+                return str(value)
+        out.sources[name] = "default" if default else "unset"
+        return default
+
+    out.url = pick("url", url, "CTXSTORE_URL", DEFAULT_URL) or DEFAULT_URL
+    out.api_key = pick("api_key", api_key, "CTXSTORE_API_KEY")
+    out.database = pick("database", None, "CTXSTORE_DATABASE")
+    collection = env.get("CTXSTORE_COLLECTION", stored.get("collection"))
+    out.collection = str(collection) if collection is not None else None
+    return out
