@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 
+from ctxstore.console.mount import mount as mount_console
 from ctxstore.http import factory
 from ctxstore.http.routers import (
     byog,
@@ -34,5 +35,7 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
 
 
 def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:
-    """Every router by default (the local server). Lambdas use http.factory.create_app with their group only."""
-    return factory.create_app(services, routers)
+    """Every router and the web console (the local server). Lambdas use http.factory.create_app instead."""
+    app = factory.create_app(services, routers)
+    mount_console(app, services)
+    return app
