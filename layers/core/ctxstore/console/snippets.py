@@ -75,9 +75,10 @@ def relation_elements(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ends = []
         for end in (g["source"], g["target"]):
             eid = str(end.get("entity_id") or end.get("name"))
-            nodes.setdefault(
-                eid, {"data": {"id": eid, "label": end.get("name") or eid, "kind": end.get("type") or "entity"}}
-            )
+            node: dict[str, Any] = {"id": eid, "label": end.get("name") or eid, "kind": end.get("type") or "entity"}
+            if end.get("type") == "SOURCE":  # an item itself: its node opens the item
+                node.update(kind="seed", item=eid)
+            nodes.setdefault(eid, {"data": node})
             ends.append(eid)
         evidence = g.get("relations") or []
         predicates = list(dict.fromkeys(str(e.get("canonical_predicate") or e.get("raw_predicate")) for e in evidence))

@@ -149,7 +149,7 @@ def render(request: Request, name: str, caller: Caller | None = None, status: in
     ctx: dict[str, Any] = {
         "base": base(request),
         "request_id": request_id(request),
-        "caller": caller,
+        "user": caller,
         "csrf": caller.session.csrf_token if caller else "",
         "path": request.url.path,
         **values,

@@ -69,10 +69,12 @@ def graph_data(caller: web.Caller, db: str, g: dict[str, str]) -> dict[str, Any]
         principals=acl,
     )
     groups = data.get("relations", [])
+    mentions = data.get("auxiliary_relations", [])  # with an id: the entities the item mentions
+    summary = f"{len(groups)} relation groups" + (f", {len(mentions)} mentioned entities" if mentions else "")
     return {
-        "elements": snippets.relation_elements(groups),
-        "truncated": data.get("is_truncated"),
-        "summary": f"{len(groups)} relation groups",
+        "elements": snippets.relation_elements(groups + mentions),
+        "truncated": data.get("is_truncated") or data.get("auxiliary_truncated"),
+        "summary": summary,
     }
 
 

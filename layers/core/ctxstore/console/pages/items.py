@@ -253,6 +253,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         inspected=inspected,
         chunks=chunks,
         source=source,
+        saved=qp.get("saved") == "1",
         **values,
     )
 
@@ -274,7 +275,7 @@ async def edit_metadata(db: str, request: Request, caller: web.Write) -> Respons
         )
     except ApiError as err:
         return _item(request, caller, db, status=err.status, problem=web.Problem.of(request, err))
-    return _item(request, caller, db, saved=True)
+    return web.redirect(request, f"/databases/{db}/item?{request.url.query}&saved=1")
 
 
 @router.post("/databases/{db}/item/delete")

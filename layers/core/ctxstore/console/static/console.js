@@ -204,8 +204,7 @@
     $all(root, "[data-graph]").forEach(function (el) {
       if (el.dataset.bound) return;
       el.dataset.bound = "1";
-      var inline = el.querySelector("script[data-elements]");
-      if (inline) { var els = JSON.parse(inline.textContent); inline.remove(); drawGraph(el, els); return; }
+      if (el.dataset.elements) { drawGraph(el, JSON.parse(el.dataset.elements)); return; }
       var summary = document.querySelector("[data-graph-summary]");
       fetch(el.dataset.graphSrc, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.json().then(function (j) { return { ok: r.ok, body: j }; }); })
