@@ -84,6 +84,7 @@ def shot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     # Secrets shown once (a new key, a signing secret) are masked: screenshots are committed.
     secrets = page.locator("#new-key, #new-secret")
+    page.evaluate("() => window.scrollTo(0, 0)")  # the sticky sidebar is drawn where the page is scrolled to
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True, mask=[secrets], mask_color="#3949ab")
 
 

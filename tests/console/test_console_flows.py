@@ -164,7 +164,9 @@ def test_add_an_app_item_and_a_memory(page: Page) -> None:
     page.click("form[action*='app-items'] button[type=submit]")
     expect(page.locator(".notice")).to_contain_text("Accepted")
     expect(page.locator("#item-rows")).to_contain_text("Support handbook")
-    expect(page.locator("#item-rows tbody tr", has_text="Support handbook")).to_contain_text("completed", timeout=60_000)
+    expect(page.locator("#item-rows tbody tr", has_text="Support handbook")).to_contain_text(
+        "completed", timeout=60_000
+    )
     page.click("summary:has-text('Add a memory')")
     page.check("input[name=shape][value=pairs]")
     page.fill("#mem-text", "User: I prefer window seats on long flights.\nAssistant: Noted, window seats it is.")

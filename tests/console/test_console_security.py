@@ -77,7 +77,12 @@ def test_every_state_changing_console_route_needs_the_csrf_token(server: ServerP
         for method, path in writes:
             url = _fill(path, target)
             for token in (None, "forged-" + session.csrf[:10]):
-                data = {"database": "made-by-csrf", "confirm": "acme", "api_key": world["second"], "url": "http://x.test"}
+                data = {
+                    "database": "made-by-csrf",
+                    "confirm": "acme",
+                    "api_key": world["second"],
+                    "url": "http://x.test",
+                }
                 r = session.post(url, data, token=token)
                 assert r.status_code == 403, (method, url, r.status_code, r.text[:300])
                 assert "CSRF" in r.text

@@ -14,7 +14,7 @@ from ctxstore.services.byog import ByogService
 
 router = APIRouter()
 
-EXAMPLE = "MERGE (a:Person {name: $name})-[:WORKS_AT]->(c:Company {name: 'Acme'})\nRETURN a, c"
+EXAMPLE = "MERGE (a:Person {name: $name})-[r:WORKS_AT]->(c:Company {name: 'Acme'})\nRETURN a, r, c"
 
 
 def _byog(caller: web.Caller) -> ByogService:

@@ -174,6 +174,8 @@
       container: el,
       elements: elements,
       wheelSensitivity: 0.3,
+      minZoom: 0.1,
+      maxZoom: 2.5,
       style: [
         { selector: "node", style: { "background-color": "data(colour)", label: "data(label)", "font-size": 11, color: "#1b1f24", "text-valign": "bottom", "text-margin-y": 4, width: 18, height: 18, "text-wrap": "ellipsis", "text-max-width": 140 } },
         { selector: "edge", style: { width: 1.5, "line-color": "#9fa8da", "target-arrow-color": "#9fa8da", "target-arrow-shape": "triangle", "curve-style": "bezier", label: "data(label)", "font-size": 9, color: "#5b6470", "text-rotation": "autorotate", "text-background-color": "#fbfcfe", "text-background-opacity": 1 } },
