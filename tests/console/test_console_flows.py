@@ -143,6 +143,7 @@ def test_upload_a_pdf_and_watch_it_reach_completed(page: Page, server: ServerPro
     expect(row.locator(".status")).to_have_text("completed", timeout=180_000)
     assert row.locator("progress").evaluate("el => el.value") == 100
     state["item"] = row.get_attribute("data-item-id")
+    expect(page.locator("#item-rows")).to_contain_text("test.pdf")  # the list follows without a reload
     check_page(page, "upload-completed")
     page.reload()
     expect(page.locator("#item-rows tbody tr")).to_have_count(1)
@@ -224,8 +225,9 @@ def test_open_the_graph_of_the_collection_and_of_the_item(
     assert box is not None
     zoom = page.evaluate("() => document.querySelector('.big-graph').ctxGraph.zoom()")
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    page.mouse.wheel(0, -400)
-    page.wait_for_function(f"() => document.querySelector('.big-graph').ctxGraph.zoom() > {zoom}")
+    page.mouse.wheel(0, 400)  # zoom out (a small graph is fitted at the zoom cap already)
+    page.wait_for_function(f"() => document.querySelector('.big-graph').ctxGraph.zoom() < {zoom}")
+    page.click("[data-graph-fit]")
     check_page(page, "graph-relations")
     page.click("summary:has-text('Relations as a list')")
     page.locator("[data-graph-list] a").first.click()  # click-through to the item behind an edge
@@ -255,6 +257,7 @@ def test_byog_queries_show_rows_graphs_and_rejections(page: Page, server: Server
     expect(results.locator("h2").first).to_have_text("1 row")
     expect(results.locator("table")).to_contain_text("Ada")
     expect(results.locator(".small-graph")).to_have_attribute("data-graph-ready", "2")
+    expect(page.locator("#byog-collections")).to_contain_text("main")  # created by that first write
     check_page(page, "byog")
     page.fill("#cy-query", "CALL db.labels()")
     page.fill("#cy-params", "")

@@ -195,3 +195,10 @@ def json_field(raw: str, name: str, want: type = dict) -> Any:
 def api_base(request: Request) -> str:
     """Where the HTTP API is served: the console's own origin, without its mount path."""
     return str(request.base_url).rstrip("/").removesuffix(base(request))
+
+
+def typed_mismatch(form: Any, expected: str, action: str) -> ApiError | None:
+    """A destructive form needs the name typed back exactly; the error to show when it was not."""
+    if form_str(form, "confirm") == expected:
+        return None
+    return ApiError(ErrorCode.INVALID_INPUT, f"type '{expected}' exactly to confirm {action}")

@@ -70,8 +70,9 @@ async def run_cypher(db: str, request: Request, caller: web.Write) -> Response:
         values.update(rows=rows, columns=columns, elements=snippets.byog_elements(rows), ran=True)
     except ApiError as err:
         values.update(problem=web.Problem.of(request, err), ran=True)
-    if web.is_htmx(request):
-        return web.render(request, "partials/byog_results.html", caller, gdb=db, **values)
+    if web.is_htmx(request):  # the rows, and the collections list again (a write may have created one)
+        cols = _byog(caller).list_collections(caller.principal, db)["collections"]
+        return web.render(request, "partials/byog_results.html", caller, gdb=db, collections=cols, oob=True, **values)
     return _editor(request, caller, db, **values)
 
 
@@ -79,8 +80,8 @@ async def run_cypher(db: str, request: Request, caller: web.Write) -> Response:
 async def delete_collection(db: str, request: Request, caller: web.Write) -> Response:
     form = await request.form()
     collection = web.form_str(form, "collection")
-    if web.form_str(form, "confirm") != collection:
-        err = ApiError(ErrorCode.INVALID_INPUT, f"type '{collection}' exactly to confirm dropping this graph")
+    err = web.typed_mismatch(form, collection, "dropping this graph")
+    if err is not None:
         return _editor(request, caller, db, status=400, problem=web.Problem.of(request, err))
     _byog(caller).delete_collection(caller.principal, db, collection)
     return _editor(request, caller, db, dropped=collection)
@@ -89,8 +90,8 @@ async def delete_collection(db: str, request: Request, caller: web.Write) -> Res
 @router.post("/byog/{db}/delete")
 async def delete_database(db: str, request: Request, caller: web.Write) -> Response:
     form = await request.form()
-    if web.form_str(form, "confirm") != db:
-        err = ApiError(ErrorCode.INVALID_INPUT, f"type '{db}' exactly to confirm deleting this graph database")
+    err = web.typed_mismatch(form, db, "deleting this graph database")
+    if err is not None:
         return _editor(request, caller, db, status=400, problem=web.Problem.of(request, err))
     _byog(caller).delete_database(caller.principal, db)
     return _list(request, caller, deleted=db)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ctxstore.console import web
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.errors import ApiError
 from ctxstore.domain.metadata_schema import DataType
 
 router = APIRouter()
@@ -129,11 +129,8 @@ async def add_field(db: str, request: Request, caller: web.Write) -> Response:
 async def delete_collection(db: str, request: Request, caller: web.Write) -> Response:
     form = await request.form()
     collection = web.form_str(form, "collection")
-    if web.form_str(form, "confirm") != collection_label(collection):
-        err = ApiError(
-            ErrorCode.INVALID_INPUT,
-            f"type '{collection_label(collection)}' exactly to confirm deleting this collection",
-        )
+    err = web.typed_mismatch(form, collection_label(collection), "deleting this collection")
+    if err is not None:
         return _overview(request, caller, db, status=400, problem=web.Problem.of(request, err))
     caller.services.databases.delete_collection(caller.principal, db, collection)
     return _overview(request, caller, db, deleted=collection_label(collection))
@@ -142,8 +139,8 @@ async def delete_collection(db: str, request: Request, caller: web.Write) -> Res
 @router.post("/databases/{db}/delete")
 async def delete_database(db: str, request: Request, caller: web.Write) -> Response:
     form = await request.form()
-    if web.form_str(form, "confirm") != db:
-        err = ApiError(ErrorCode.INVALID_INPUT, f"type '{db}' exactly to confirm deleting the database")
+    err = web.typed_mismatch(form, db, "deleting the database")
+    if err is not None:
         return _overview(request, caller, db, status=400, problem=web.Problem.of(request, err))
     caller.services.databases.delete(caller.principal, db)
     return _list(request, caller, deleted=db)

@@ -135,10 +135,16 @@
       if (answer.status === "failed") { setStatus(row, "errored", (answer.error_code || "") + " " + (answer.error || "rejected")); return; }
       row.li.dataset.itemId = answer.id;
       setStatus(row, "queued");
+      refreshRows();
       poll(zone, row, answer.id);
     });
     xhr.addEventListener("error", function () { setStatus(row, "errored", "the connection failed"); });
     xhr.send(body);
+  }
+  function refreshRows() {
+    // The list below shows the new item and follows its status (htmx polls while anything is in flight).
+    var rows = document.getElementById("item-rows");
+    if (rows && window.htmx) window.htmx.ajax("GET", rows.dataset.rowsUrl, { target: "#item-rows", swap: "outerHTML" });
   }
   function poll(zone, row, id) {
     var url = zone.dataset.statusUrl + "?collection=" + encodeURIComponent(zone.dataset.collection || "") + "&ids=" + encodeURIComponent(id);
@@ -149,6 +155,7 @@
         var status = s.indexing_status || "queued";
         setStatus(row, status, status === "errored" ? (s.error_code + " " + (s.error_message || "")) : "");
         if (!TERMINAL[status]) setTimeout(function () { poll(zone, row, id); }, 1000);
+        else refreshRows();
       })
       .catch(function () { setTimeout(function () { poll(zone, row, id); }, 2000); });
   }
