@@ -105,3 +105,21 @@ def test_principal_for_a_prefix_follows_revocation_and_expiry(local: LocalApp) -
         keys.principal_for(other.split("_")[1])
     with pytest.raises(ApiError):
         keys.principal_for("nosuchprefix")
+
+
+def test_a_busy_store_does_not_fail_authentication_over_last_used(tmp_path: Path) -> None:
+    import sqlite3
+
+    la = make_app(tmp_path / "d", sqlite_busy_timeout_ms=50)
+    try:
+        token = la.services.keys.create("acme")
+        blocker = sqlite3.connect(la.data_dir / "records.db", isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock: the last-used write cannot land
+        try:
+            assert la.services.keys.authenticate(token).org == "acme"
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert _info(la.services.keys, token) is None
+    finally:
+        la.close()

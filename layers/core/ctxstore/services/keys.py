@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ctxstore.domain import api_keys
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.scopes import validate_database_name
 from ctxstore.ports.records import ConditionFailed, Put, Record
 from ctxstore.services import record_kinds as rk
@@ -179,7 +179,8 @@ class KeyService:
         return Principal(org=rec.data["org"], key_prefix=prefix, databases=frozenset(dbs) if dbs is not None else None)
 
     def _touch(self, rec: Record) -> None:
-        """Record when the key was last used, at most once a minute; a lost race just skips one update."""
+        """Record when the key was last used, at most once a minute. Best effort: a lost race or a busy store
+        skips one update and never fails the request it rides on."""
         now = self._c.clock.now()
         if now - float(rec.data.get("last_used_at") or 0) < LAST_USED_RESOLUTION_S:
             return
@@ -187,5 +188,5 @@ class KeyService:
             self._c.records.put(
                 rk.SYSTEM_ORG, Put(rk.API_KEY, "", rec.sk, dict(rec.data, last_used_at=now), if_version=rec.version)
             )
-        except ConditionFailed:
+        except (ConditionFailed, StoreUnavailable):
             pass
