@@ -9,6 +9,7 @@ export UV_PYTHON := $(PYTHON_VERSION)
 setup:
 	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 	./scripts/install-system-deps.sh
+	./scripts/build-console-assets.sh
 	$(UV) sync --frozen --all-extras
 
 serve: setup
@@ -33,4 +34,4 @@ test: setup
 	timeout -k 30 2700 $(UV) run pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf .venv .ctxstore .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv node_modules layers/core/ctxstore/console/static/vendor .ctxstore .pytest_cache .mypy_cache .ruff_cache

@@ -3,7 +3,11 @@
 # Idempotent: does nothing when every package is already installed.
 set -euo pipefail
 # tesseract: OCR for image uploads and scanned PDF pages (ctxstore.parsing.image_ocr).
-PKGS=(sqlite3 tesseract-ocr tesseract-ocr-eng)
+# chromium + chromium-driver: the web console's browser tests (Playwright drives the system browser).
+# fonts-dejavu-core: text in those tests' screenshots.
+PKGS=(sqlite3 tesseract-ocr tesseract-ocr-eng chromium chromium-driver fonts-dejavu-core)
+# nodejs + npm: the console's pinned front-end libraries (scripts/build-console-assets.sh), unless npm is there.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -103,7 +103,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
             for k in keys.list(args.org):
                 exp = datetime.fromtimestamp(k.expires_at, UTC).isoformat() if k.expires_at else "never"
                 state = "revoked" if k.revoked else "active"
-                print(f"{k.prefix}\t{k.org}\t{state}\texpires={exp}")
+                used = datetime.fromtimestamp(k.last_used_at, UTC).isoformat() if k.last_used_at else "never"
+                print(f"{k.prefix}\t{k.org}\t{state}\texpires={exp}\tlast_used={used}")
         elif args.keys_cmd == "revoke":
             if not keys.revoke(args.prefix):
                 print(f"ctxstore: no key with prefix {args.prefix}", file=sys.stderr)

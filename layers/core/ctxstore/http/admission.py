@@ -87,6 +87,10 @@ class Admission:
             return "query"
         if (method == "POST" and path in ("/context/ingest", "/context/uploads")) or path.startswith("/blobs/"):
             return "ingest"
+        if method == "POST" and path.startswith("/console/") and path.endswith("/upload"):
+            return "ingest"  # the console's one-file upload
+        if method == "POST" and path.startswith("/console/") and path.endswith("/playground"):
+            return "query"  # the console's query playground
         return "other"
 
     def gate(self, klass: str) -> Gate | None:

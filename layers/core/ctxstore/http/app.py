@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 
+from ctxstore.console.mount import mount as mount_console
 from ctxstore.http import factory, mcp_mount
 from ctxstore.http.routers import (
     byog,
@@ -34,7 +35,8 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
 
 
 def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:
-    """Every router by default (the local server), and MCP at /mcp. Lambdas use http.factory with their group only."""
+    """Every router, MCP at /mcp and the web console (the local server). Lambdas use http.factory instead."""
     app = factory.create_app(services, routers)
     mcp_mount.install(app, services)
+    mount_console(app, services)
     return app

@@ -47,6 +47,8 @@ def get_context(scope: Scope) -> RequestContext:
 def route_family(path: str) -> str:
     if path in ("/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc") or path.startswith("/blobs/"):
         return "public"  # /blobs/{token}: the signed token is the credential
+    if path == "/console" or path.startswith("/console/"):
+        return "public"  # the console checks its own session cookie (console/web.py), never a Bearer key
     if path == "/byog" or path.startswith("/byog/"):
         return "byog"
     if path.startswith("/webhooks/"):

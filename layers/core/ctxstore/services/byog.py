@@ -93,6 +93,17 @@ class ByogService:
             raise ApiError(ErrorCode.DATABASE_ALREADY_EXISTS, f"Database '{name}' already exists") from None
         return {"database": name, "status": "ready", "cluster": self.cluster}
 
+    def list_databases(self, principal: Principal) -> list[str]:
+        """The organisation's BYOG databases that this key may use (the console lists them; no route does)."""
+        names: list[str] = []
+        after: str | None = None
+        while True:
+            page = self._c.records.query(principal.org, rk.BYOG_DATABASE, "", after=after, limit=1000)
+            names.extend(r.sk for r in page.records if principal.databases is None or r.sk in principal.databases)
+            if page.next_after is None:
+                return names
+            after = page.next_after
+
     def _collections(self, principal: Principal, database: str) -> list[str]:
         prefix = f"{GRAPH_PREFIX}{database}:"
         return [g[len(prefix) :] for g in self._graph.list_graphs(principal.org, prefix)]

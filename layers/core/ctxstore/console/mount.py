@@ -1,0 +1,123 @@
+"""The console app, mounted at /console on the API's own app (same process, port and services)."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ctxstore.console import web
+from ctxstore.console.pages import (
+    auth,
+    byog,
+    databases,
+    graphs,
+    items,
+    keys,
+    playground,
+    webhooks,
+)
+from ctxstore.console.sessions import SessionStore
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.services.registry import Services
+
+log = logging.getLogger("ctxstore.console")
+PREFIX = "/console"
+
+# Scripts and styles come only from the console's own static files (no CDN, no inline script).
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.setdefault("headers", [])
+                headers.extend(
+                    [
+                        (b"content-security-policy", _CSP.encode()),
+                        (b"x-frame-options", b"DENY"),
+                        (b"x-content-type-options", b"nosniff"),
+                        (b"referrer-policy", b"no-referrer"),
+                    ]
+                )
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def build_console(services: Services) -> FastAPI:
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.services = services
+    app.state.sessions = SessionStore(services.container.records, services.container.clock)
+    for module in (auth, keys, databases, items, playground, graphs, byog, webhooks):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=web.HERE / "static"), name="static")
+    app.add_middleware(SecurityHeaders)
+
+    @app.exception_handler(web.SignInRequired)
+    async def sign_in_required(request: Request, exc: web.SignInRequired) -> Response:
+        to = "/sign-in" + (f"?ended={exc.reason}" if exc.reason else "")
+        if request.method == "GET" or web.is_htmx(request):
+            return web.redirect(request, to)
+        return web.render(request, "error.html", status=401, problem=_problem(request, ErrorCode.UNAUTHORIZED))
+
+    @app.exception_handler(web.CsrfRejected)
+    async def csrf_rejected(request: Request, exc: web.CsrfRejected) -> Response:
+        log.warning("console: CSRF token missing or wrong on %s %s", request.method, request.url.path)
+        problem = web.Problem(
+            "This form has expired or did not come from the console.",
+            "Reload the page and try again (the request carried no valid CSRF token).",
+            ErrorCode.FORBIDDEN.value,
+            403,
+            web.request_id(request),
+        )
+        return web.render(request, "error.html", status=403, problem=problem)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if request.url.path.endswith(".json") or request.headers.get("accept") == "application/json":
+            return web.problem_json(request, exc)
+        caller = await _caller_or_none(request)
+        return web.render(request, "error.html", caller, status=exc.status, problem=web.Problem.of(request, exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "request"
+        err = ApiError(ErrorCode.INVALID_PARAMETERS, f"'{where}': {first.get('msg', 'invalid')}")
+        return await api_error(request, err)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: ErrorCode.NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}.get(exc.status_code)
+        err = ApiError(code or ErrorCode.INVALID_PARAMETERS, f"no console page {request.method} {request.url.path}")
+        return await api_error(request, err)
+
+    return app
+
+
+def _problem(request: Request, code: ErrorCode) -> web.Problem:
+    return web.Problem.of(request, ApiError(code, "sign in again to continue"))
+
+
+async def _caller_or_none(request: Request) -> web.Caller | None:
+    try:
+        return await web.signed_in(request)
+    except web.SignInRequired:
+        return None
+
+
+def mount(app: FastAPI, services: Services) -> None:
+    app.mount(PREFIX, build_console(services))

@@ -1,0 +1,1 @@
+"""One module per console page group; each has a `router`."""

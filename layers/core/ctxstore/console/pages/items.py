@@ -1,0 +1,287 @@
+"""Documents and memories: paginated list with live status, filters, upload, add, inspect, edit, delete."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from ctxstore.console import web
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload, parse_ingest
+from ctxstore.domain.scopes import validate_collection_name
+from ctxstore.parsing.formats import classify
+
+router = APIRouter()
+
+PAGE_SIZE = 20
+STATUSES = ["queued", "processing", "graph_creation", "completed", "errored"]
+TERMINAL = {"completed", "errored"}
+
+
+def _store(value: str | None) -> str:
+    return "memory" if value == "memory" else "knowledge"
+
+
+def _listing(caller: web.Caller, db: str, q: dict[str, str]) -> dict[str, Any]:
+    filters: dict[str, Any] = {}
+    if q["status"]:
+        filters["source_fields"] = {"indexing_status": q["status"]}
+    if q["meta_key"]:
+        filters["additional_metadata"] = {q["meta_key"]: q["meta_value"]}
+    data = caller.services.sources.list_sources(
+        caller.principal,
+        db,
+        validate_collection_name(q["collection"]),
+        q["type"],
+        page=max(1, int(q["page"] or 1)),
+        page_size=PAGE_SIZE,
+        ids=None,
+        filters=filters,
+        include_fields=None,
+    )
+    live = any(s.get("indexing_status") not in TERMINAL for s in data["sources"])
+    return {"sources": data["sources"], "pagination": data["pagination"], "live": live}
+
+
+def _query(request: Request) -> dict[str, str]:
+    qp = request.query_params
+    page = qp.get("page", "1")
+    return {
+        "collection": qp.get("collection", ""),
+        "type": _store(qp.get("type")),
+        "status": qp.get("status", "") if qp.get("status", "") in STATUSES else "",
+        "meta_key": qp.get("meta_key", "").strip(),
+        "meta_value": qp.get("meta_value", "").strip(),
+        "page": page if page.isdigit() else "1",
+    }
+
+
+def _qs(q: dict[str, str], **override: Any) -> str:
+    from urllib.parse import urlencode
+
+    merged = {**q, **{k: str(v) for k, v in override.items()}}
+    return urlencode({k: v for k, v in merged.items() if v})
+
+
+def _page(request: Request, caller: web.Caller, db: str, status: int = 200, **values: Any) -> Response:
+    q = _query(request)
+    collections = caller.services.databases.list_collections(caller.principal, db)["collections"]
+    return web.render(
+        request,
+        "items.html",
+        caller,
+        status=status,
+        section="items",
+        db=db,
+        q=q,
+        qs=_qs,
+        statuses=STATUSES,
+        collections=collections,
+        listing=_listing(caller, db, q),
+        max_mb=MAX_FILE_BYTES // (1024 * 1024),
+        **values,
+    )
+
+
+@router.get("/databases/{db}/items")
+def items_page(db: str, request: Request, caller: web.SignedIn) -> Response:
+    return _page(request, caller, db)
+
+
+@router.get("/databases/{db}/items/rows")
+def item_rows(db: str, request: Request, caller: web.SignedIn) -> Response:
+    q = _query(request)
+    return web.render(request, "partials/item_rows.html", caller, db=db, q=q, qs=_qs, listing=_listing(caller, db, q))
+
+
+def _accept(caller: web.Caller, db: str, collection: str, store: str, **parts: Any) -> dict[str, Any]:
+    req = parse_ingest(
+        store_raw=store,
+        database=db,
+        collection=validate_collection_name(collection),
+        upsert_raw=None,
+        uploads=parts.get("uploads", []),
+        document_metadata=parts.get("document_metadata"),
+        app_knowledge=parts.get("app_knowledge"),
+        memories=parts.get("memories"),
+        graph_payload=None,
+        classify=classify,
+    )
+    return caller.services.ingest.accept(caller.principal, req)
+
+
+@router.post("/databases/{db}/upload")
+async def upload(db: str, request: Request, caller: web.Write) -> Response:
+    """One file per request, so the page can show each file's own progress (console.js)."""
+    form = await request.form()
+    f = form.get("file")
+    if not isinstance(f, UploadFile):
+        return web.problem_json(request, ApiError(ErrorCode.INVALID_PARAMETERS, "send one file as 'file'"))
+    if (f.size or 0) > MAX_FILE_BYTES:
+        err = ApiError(ErrorCode.PAYLOAD_TOO_LARGE, f"file '{f.filename}' is over the 50 MB limit")
+        return web.problem_json(request, err)
+    data = Upload(filename=f.filename or "", content_type=f.content_type, data=await f.read())
+    try:
+        result = await run_in_threadpool(
+            _accept, caller, db, web.form_str(form, "collection"), "knowledge", uploads=[data]
+        )
+    except ApiError as err:
+        return web.problem_json(request, err)
+    item = result["results"][0]
+    return JSONResponse(
+        {
+            "id": item["id"],
+            "filename": item.get("filename"),
+            "status": item["status"],
+            "error": item.get("error"),
+            "error_code": item.get("error_code"),
+        },
+        status_code=202,
+    )
+
+
+@router.get("/databases/{db}/status.json")
+def status_json(db: str, request: Request, caller: web.SignedIn) -> Response:
+    ids = [i for i in request.query_params.get("ids", "").split(",") if i]
+    if not ids:
+        raise ApiError(ErrorCode.INVALID_PARAMETERS, "'ids' is required")
+    collection = validate_collection_name(request.query_params.get("collection", ""))
+    data = caller.services.status.lookup(caller.principal, db, collection, ids)
+    return JSONResponse(data)
+
+
+@router.post("/databases/{db}/app-items")
+async def add_app_item(db: str, request: Request, caller: web.Write) -> Response:
+    form = await request.form()
+    try:
+        item: dict[str, Any] = {
+            "title": web.form_str(form, "title"),
+            "type": web.form_str(form, "app_type") or "note",
+            "content": {"text": web.form_str(form, "text")},
+            "additional_metadata": web.json_field(web.form_str(form, "additional_metadata"), "additional metadata"),
+        }
+        if web.form_str(form, "id"):
+            item["id"] = web.form_str(form, "id")
+        result = await run_in_threadpool(
+            _accept, caller, db, web.form_str(form, "collection"), "knowledge", app_knowledge=json.dumps([item])
+        )
+    except ApiError as err:
+        return _page(request, caller, db, status=err.status, problem=web.Problem.of(request, err), open_form="app")
+    return _page(request, caller, db, status=202, added=result["results"][0])
+
+
+def parse_pairs(text: str) -> list[dict[str, str]]:
+    """'User: …' / 'Assistant: …' lines into user/assistant pairs (a turn may span several lines)."""
+    turns: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        head, _, rest = line.partition(":")
+        speaker = head.strip().lower()
+        if speaker in ("user", "assistant") and _:
+            turns.append((speaker, rest.strip()))
+        elif turns and line.strip():
+            turns[-1] = (turns[-1][0], turns[-1][1] + "\n" + line.strip())
+    pairs: list[dict[str, str]] = []
+    for speaker, said in turns:
+        if speaker == "user":
+            pairs.append({"user": said, "assistant": ""})
+        elif pairs and not pairs[-1]["assistant"]:
+            pairs[-1]["assistant"] = said
+        else:
+            pairs.append({"user": "", "assistant": said})
+    return pairs
+
+
+@router.post("/databases/{db}/memories")
+async def add_memory(db: str, request: Request, caller: web.Write) -> Response:
+    form = await request.form()
+    memory: dict[str, Any] = {"infer": form.get("infer") == "on"}
+    text = web.form_str(form, "text")
+    if web.form_str(form, "shape") == "pairs":
+        memory["user_assistant_pairs"] = parse_pairs(text)
+    else:
+        memory["text"] = text
+    for name in ("title", "user_name", "id"):
+        if web.form_str(form, name):
+            memory[name] = web.form_str(form, name)
+    try:
+        if "user_assistant_pairs" in memory and not memory["user_assistant_pairs"]:
+            raise ApiError(ErrorCode.INVALID_PARAMETERS, "write the conversation as 'User: …' and 'Assistant: …' lines")
+        result = await run_in_threadpool(
+            _accept, caller, db, web.form_str(form, "collection"), "memory", memories=json.dumps([memory])
+        )
+    except ApiError as err:
+        return _page(request, caller, db, status=err.status, problem=web.Problem.of(request, err), open_form="memory")
+    return _page(request, caller, db, status=202, added=result["results"][0])
+
+
+# ---- one item -------------------------------------------------------------------------------
+def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **values: Any) -> Response:
+    qp = request.query_params
+    item_id = qp.get("id", "")
+    collection = validate_collection_name(qp.get("collection", ""))
+    store = _store(qp.get("type"))
+    svc, p = caller.services, caller.principal
+    api_base = web.api_base(request)
+
+    def url_for(org: str, key: str, expires_in: int, filename: str, content_type: str) -> str:
+        url = svc.container.blobs.presigned_url(
+            org, key, expires_in=expires_in, filename=filename, content_type=content_type
+        )
+        return url if "://" in url else api_base + url
+
+    inspected = svc.sources.inspect(p, db, collection, item_id, mode="both", expiry_seconds=900, url_for=url_for)
+    chunks = svc.sources.chunks(p, db, collection, item_id, store, offset=0, limit=200)
+    listed = svc.sources.list_sources(
+        p, db, collection, store, page=1, page_size=1, ids=[item_id], filters={}, include_fields=None
+    )["sources"]
+    source = listed[0] if listed else {}
+    return web.render(
+        request,
+        "item.html",
+        caller,
+        status=status,
+        section="items",
+        db=db,
+        item_id=item_id,
+        collection=collection,
+        store=store,
+        inspected=inspected,
+        chunks=chunks,
+        source=source,
+        saved=qp.get("saved") == "1",
+        **values,
+    )
+
+
+@router.get("/databases/{db}/item")
+def item_page(db: str, request: Request, caller: web.SignedIn) -> Response:
+    return _item(request, caller, db)
+
+
+@router.post("/databases/{db}/item/metadata")
+async def edit_metadata(db: str, request: Request, caller: web.Write) -> Response:
+    form = await request.form()
+    qp = request.query_params
+    try:
+        md = web.json_field(web.form_str(form, "metadata"), "metadata")
+        amd = web.json_field(web.form_str(form, "additional_metadata"), "additional metadata")
+        caller.services.sources.update_metadata(
+            caller.principal, db, validate_collection_name(qp.get("collection", "")), qp.get("id", ""), md or None, amd
+        )
+    except ApiError as err:
+        return _item(request, caller, db, status=err.status, problem=web.Problem.of(request, err))
+    return web.redirect(request, f"/databases/{db}/item?{request.url.query}&saved=1")
+
+
+@router.post("/databases/{db}/item/delete")
+async def delete_item(db: str, request: Request, caller: web.Write) -> Response:
+    qp = request.query_params
+    collection = validate_collection_name(qp.get("collection", ""))
+    store = _store(qp.get("type"))
+    caller.services.sources.delete(caller.principal, db, collection, store, [qp.get("id", "")])
+    return web.redirect(request, f"/databases/{db}/items?{_qs({'collection': collection, 'type': store})}")

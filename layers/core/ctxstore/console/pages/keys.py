@@ -1,0 +1,85 @@
+"""API keys of the caller's organisation: create (shown once), list by prefix, revoke."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from ctxstore.console import web
+from ctxstore.domain.api_keys import parse_duration
+from ctxstore.domain.errors import ApiError, ErrorCode
+
+router = APIRouter()
+
+EXPIRY_CHOICES = [("", "Never"), ("1d", "1 day"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days")]
+
+
+def when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+
+
+def _page(request: Request, caller: web.Caller, status: int = 200, **values: object) -> Response:
+    now = caller.services.container.clock.now()
+    keys = caller.services.keys.list_for(caller.principal)
+    rows = [
+        {
+            "prefix": k.prefix,
+            "created": when(k.created_at),
+            "expires": when(k.expires_at) or "Never",
+            "last_used": when(k.last_used_at) or "Not yet",
+            "state": "revoked" if k.revoked else ("expired" if k.expires_at and k.expires_at <= now else "active"),
+            "databases": ", ".join(k.databases) if k.databases is not None else "All databases",
+            "current": k.prefix == caller.principal.key_prefix,
+        }
+        for k in keys
+    ]
+    dbs = caller.services.databases.list(caller.principal)["databases"]
+    return web.render(
+        request,
+        "keys.html",
+        caller,
+        status=status,
+        section="keys",
+        keys=rows,
+        databases=dbs,
+        expiry_choices=EXPIRY_CHOICES,
+        **values,
+    )
+
+
+@router.get("/keys")
+def keys_page(request: Request, caller: web.SignedIn) -> Response:
+    return _page(request, caller)
+
+
+@router.post("/keys")
+async def create_key(request: Request, caller: web.Write) -> Response:
+    form = await request.form()
+    expiry = web.form_str(form, "expires_in")
+    scoped = web.form_str(form, "scope") == "some"
+    chosen = [v for v in form.getlist("databases") if isinstance(v, str) and v]
+    try:
+        try:
+            seconds = parse_duration(expiry) if expiry else None
+        except ValueError as exc:
+            raise ApiError(ErrorCode.INVALID_INPUT, str(exc)) from None
+        if scoped and not chosen:
+            raise ApiError(ErrorCode.INVALID_INPUT, "choose at least one database, or allow all databases")
+        new_key = caller.services.keys.create_for(
+            caller.principal, expires_in_s=seconds, databases=chosen if scoped else None
+        )
+    except ApiError as err:
+        return _page(request, caller, status=err.status, problem=web.Problem.of(request, err))
+    # The one response that carries the secret: not cached, never shown again.
+    return _page(request, caller, status=201, new_key=new_key, new_prefix=new_key.split("_")[1])
+
+
+@router.post("/keys/{prefix}/revoke")
+async def revoke_key(prefix: str, request: Request, caller: web.Write) -> Response:
+    caller.services.keys.revoke_for(caller.principal, prefix)
+    if prefix == caller.principal.key_prefix:
+        web.sessions(request).end(caller.session)
+        return web.redirect(request, "/sign-in?ended=key")
+    return _page(request, caller, revoked=prefix)

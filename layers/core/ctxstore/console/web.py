@@ -1,0 +1,204 @@
+"""What every console page shares: the signed-in caller, CSRF checks, rendering, plain-words errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from ctxstore.console.sessions import Session, SessionStore, same_token
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.http.context import get_context
+from ctxstore.services.principal import Principal
+from ctxstore.services.registry import Services
+
+HERE = Path(__file__).parent
+SESSION_COOKIE = "ctxstore_console"
+SIGNIN_CSRF_COOKIE = "ctxstore_console_signin"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+
+templates = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+templates.filters["urlq"] = lambda v: quote(str(v), safe="")
+
+# What a person should read first for each error code; the service's own message follows it.
+_HEADLINES = {
+    ErrorCode.UNAUTHORIZED: "Your API key is not accepted.",
+    ErrorCode.FORBIDDEN: "This API key is not allowed to do that.",
+    ErrorCode.DATABASE_NOT_FOUND: "That database does not exist, or this key cannot see it.",
+    ErrorCode.SOURCE_NOT_FOUND: "That item does not exist in this database and collection.",
+    ErrorCode.FILE_NOT_FOUND: "There is no status for that item.",
+    ErrorCode.NOT_FOUND: "Not found.",
+    ErrorCode.DATABASE_ALREADY_EXISTS: "A database with that name already exists.",
+    ErrorCode.CONFLICT: "That conflicts with what is stored now.",
+    ErrorCode.INVALID_PARAMETERS: "Some of the values are missing or malformed.",
+    ErrorCode.INVALID_INPUT: "One of the values is not allowed.",
+    ErrorCode.VALIDATION_ERROR: "One of the values is not allowed.",
+    ErrorCode.PAYLOAD_TOO_LARGE: "That is too large.",
+    ErrorCode.RATE_LIMITED: "Too many requests; wait a moment and try again.",
+    ErrorCode.SERVICE_UNAVAILABLE: "The service is busy or a store is unavailable; try again shortly.",
+    ErrorCode.INTERNAL_ERROR: "Something went wrong on the server.",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An error as a page shows it."""
+
+    headline: str
+    message: str
+    code: str
+    status: int
+    request_id: str
+
+    @staticmethod
+    def of(request: Request, err: ApiError) -> Problem:
+        return Problem(
+            _HEADLINES.get(err.code, "That did not work."),
+            err.message,
+            err.code.value,
+            err.status,
+            request_id(request),
+        )
+
+
+class SignInRequired(Exception):
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CsrfRejected(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: Principal
+    session: Session
+    services: Services
+
+
+def request_id(request: Request) -> str:
+    return get_context(request.scope).request_id
+
+
+def services(request: Request) -> Services:
+    svc: Services = request.app.state.services
+    return svc
+
+
+def sessions(request: Request) -> SessionStore:
+    store: SessionStore = request.app.state.sessions
+    return store
+
+
+def base(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+async def signed_in(request: Request) -> Caller:
+    """The caller of a live session whose key is still valid; otherwise back to the sign-in page."""
+    store = sessions(request)
+    session = store.find(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        raise SignInRequired("expired" if request.cookies.get(SESSION_COOKIE) else "")
+    svc = services(request)
+    try:
+        principal = svc.keys.principal_for(session.key_prefix)
+    except ApiError:
+        store.end(session)  # the key was revoked or expired: the session ends with it
+        raise SignInRequired("key") from None
+    return Caller(principal, session, svc)
+
+
+async def checked_write(request: Request, caller: Annotated[Caller, Depends(signed_in)]) -> Caller:
+    """A state-changing request: the session's CSRF token must come back as a form field or header."""
+    given = request.headers.get(CSRF_HEADER)
+    if given is None and request.headers.get("content-type", "").startswith(
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
+        value = (await request.form()).get(CSRF_FIELD)
+        given = value if isinstance(value, str) else None
+    if not same_token(caller.session.csrf_token, given):
+        raise CsrfRejected()
+    return caller
+
+
+SignedIn = Annotated[Caller, Depends(signed_in)]
+Write = Annotated[Caller, Depends(checked_write)]
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def render(request: Request, name: str, caller: Caller | None = None, status: int = 200, **values: Any) -> HTMLResponse:
+    ctx: dict[str, Any] = {
+        "base": base(request),
+        "request_id": request_id(request),
+        "user": caller,
+        "csrf": caller.session.csrf_token if caller else "",
+        "path": request.url.path,
+        **values,
+    }
+    html = templates.get_template(name).render(ctx)
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def redirect(request: Request, to: str) -> Response:
+    """303 to a console path; an htmx request gets HX-Redirect so the whole page moves."""
+    url = base(request) + to
+    if is_htmx(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+def problem_json(request: Request, err: ApiError) -> JSONResponse:
+    p = Problem.of(request, err)
+    return JSONResponse(
+        {"error": {"code": p.code, "message": p.message, "headline": p.headline}, "request_id": p.request_id},
+        status_code=p.status,
+    )
+
+
+def form_str(form: Any, name: str, default: str = "") -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else default
+
+
+def json_field(raw: str, name: str, want: type = dict) -> Any:
+    """A JSON value typed into a form field, or INVALID_PARAMETERS naming the field."""
+    if not raw.strip():
+        return want()
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(ErrorCode.INVALID_PARAMETERS, f"'{name}' is not valid JSON: {exc}") from None
+    if not isinstance(value, want):
+        raise ApiError(ErrorCode.INVALID_PARAMETERS, f"'{name}' must be a JSON {want.__name__}")
+    return value
+
+
+def api_base(request: Request) -> str:
+    """Where the HTTP API is served: the console's own origin, without its mount path."""
+    return str(request.base_url).rstrip("/").removesuffix(base(request))
+
+
+def typed_mismatch(form: Any, expected: str, action: str) -> ApiError | None:
+    """A destructive form needs the name typed back exactly; the error to show when it was not."""
+    if form_str(form, "confirm") == expected:
+        return None
+    return ApiError(ErrorCode.INVALID_INPUT, f"type '{expected}' exactly to confirm {action}")
