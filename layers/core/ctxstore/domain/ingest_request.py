@@ -116,6 +116,9 @@ class IngestRequest:
     upsert: bool
     items: list[ItemSpec]
     graphs: dict[str, SourceGraph]
+    # "reject": a metadata key the database schema does not declare is a 400 (POST /context/ingest);
+    # "keep": stored but not filterable (connector resource metadata, as the spec says).
+    undeclared_metadata: Literal["reject", "keep"] = "reject"
 
 
 def _bad(message: str) -> ApiError:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, FastAPI
 from ctxstore.http import factory
 from ctxstore.http.routers import (
     byog,
+    connectors,
     context_ingest,
     context_items,
     databases,
@@ -30,6 +31,7 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
     signed_blobs.router,
     byog.router,
     webhooks.router,
+    connectors.router,
 )
 
 
