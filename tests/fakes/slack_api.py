@@ -123,7 +123,8 @@ class FakeSlack:
         self.access_token_lifetime_s = 43200
         self.calls: list[Call] = []
         self.failures: dict[str, list[_Failure]] = {}
-        self.page_limit_cap = 1000
+        self.page_limit_cap = 1000  # lower it to force small pages
+        self.delay_s = 0.0  # added to every answer (a slow provider: kill -9 tests, chunk timing)
         self._lock = threading.RLock()
         self._last_ts = 0.0
         self._issued = 0
@@ -137,7 +138,9 @@ class FakeSlack:
         return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
 
     def start(self) -> FakeSlack:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-slack", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-slack", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -474,6 +477,8 @@ class FakeSlack:
                     injected = fake._injected(method)
                     if injected is None:
                         answer = fake.api(method, params, token, basic)
+                if fake.delay_s:
+                    time.sleep(fake.delay_s)
                 if injected is not None:
                     headers = (
                         {"Retry-After": str(int(injected.retry_after))} if injected.retry_after is not None else {}

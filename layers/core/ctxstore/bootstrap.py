@@ -34,6 +34,7 @@ def options_from(settings: Settings) -> Options:
         connector_continue_after_s=settings.connector_continue_after_s,
         connector_max_wait_s=settings.connector_max_wait_s,
         connector_http_timeout_s=settings.connector_http_timeout_s,
+        connector_min_interval_s=settings.connector_min_interval_s,
     )
 
 

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     connector_continue_after_s: float = 1.0  # CTXSTORE_CONNECTOR_CONTINUE_AFTER_S: pause between chunks
     connector_max_wait_s: float = 60.0  # CTXSTORE_CONNECTOR_MAX_WAIT_S: longest provider Retry-After sat out
     connector_http_timeout_s: float = 30.0  # CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S: per provider request
+    # CTXSTORE_CONNECTOR_MIN_INTERVAL_S: > 0 lowers every provider's minimum sync_interval_seconds to this
+    # (self-hosted operators who want faster syncs; tests).
+    connector_min_interval_s: int = 0
     connector_kms_key_id: str = ""  # CTXSTORE_CONNECTOR_KMS_KEY_ID (AWS): KMS key sealing connector credentials
     byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
     byog_cluster_name: str = "local"

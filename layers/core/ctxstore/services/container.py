@@ -53,6 +53,7 @@ class Options:
     connector_continue_after_s: float = 1.0  # pause before the next chunk of an unfinished sync
     connector_max_wait_s: float = 60.0  # longest provider Retry-After sat out inside a sync
     connector_http_timeout_s: float = 30.0
+    connector_min_interval_s: int = 0  # > 0: lowers every provider's minimum sync interval to this
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -158,6 +158,13 @@ class ConnectorService:
             "max_wait_s": o.connector_max_wait_s,
         }
 
+    def _bounds(self, provider: ConnectorProvider) -> tuple[int, int, int]:
+        """(default, min, max) sync_interval_seconds; the server may lower every provider's floor."""
+        i = provider.info
+        floor = self._c.options.connector_min_interval_s
+        low = min(i.min_sync_interval_s, floor) if floor > 0 else i.min_sync_interval_s
+        return i.default_sync_interval_s, low, i.max_sync_interval_s
+
     def _ready(self) -> tuple[CredentialStore, ConnectorAuth]:
         if self._creds is None or self._auth is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "connectors are not configured on this deployment")
@@ -199,8 +206,8 @@ class ConnectorService:
         now = self._c.clock.now()
         resources = [r.data for r in self.store.resources(org, rec.sk)]
         provider = self.providers.get(str(rec.data["provider"]))
-        info = provider.info if provider else None
-        return connector_view(rec, resources, info, now, self._unindexed(org, rec.data, now))
+        bounds = self._bounds(provider)[1:] if provider else None
+        return connector_view(rec, resources, bounds, now, self._unindexed(org, rec.data, now))
 
     def _check_target(self, principal: Principal, database: str, collection: str, where: str) -> None:
         validate_database_name(database, f"{where}database")
@@ -234,9 +241,9 @@ class ConnectorService:
                 "filterable_fields": fields(i.filterable_fields),
                 "credential_schema": i.credential_schema,
                 "setup_guide": i.setup_guide,
-                "default_sync_interval_seconds": i.default_sync_interval_s,
-                "min_sync_interval_seconds": i.min_sync_interval_s,
-                "max_sync_interval_seconds": i.max_sync_interval_s,
+                "default_sync_interval_seconds": self._bounds(provider)[0],
+                "min_sync_interval_seconds": self._bounds(provider)[1],
+                "max_sync_interval_seconds": self._bounds(provider)[2],
                 "reconcile_window_seconds": i.reconcile_window_s,
             }
         return {
@@ -274,9 +281,9 @@ class ConnectorService:
         instructions = rules.check_custom_instructions(body.get("custom_instructions"))
         interval = rules.resolve_interval(
             body.get("sync_interval_seconds"),
-            default_s=info.default_sync_interval_s,
-            min_s=info.min_sync_interval_s,
-            max_s=info.max_sync_interval_s,
+            default_s=self._bounds(provider)[0],
+            min_s=self._bounds(provider)[1],
+            max_s=self._bounds(provider)[2],
         )
         name = body.get("name")
         if name is not None and not isinstance(name, str):
@@ -364,9 +371,9 @@ class ConnectorService:
         if body.get("sync_interval_seconds") is not None:
             interval = rules.resolve_interval(
                 body["sync_interval_seconds"],
-                default_s=info.default_sync_interval_s,
-                min_s=info.min_sync_interval_s,
-                max_s=info.max_sync_interval_s,
+                default_s=self._bounds(provider)[0],
+                min_s=self._bounds(provider)[1],
+                max_s=self._bounds(provider)[2],
             )
             anchor = c.get("last_attempted_sync_at") or c.get("created_at") or now
             changes["sync_interval_seconds"] = interval
@@ -419,9 +426,9 @@ class ConnectorService:
         return {
             "connector_id": connector_id,
             "sync_interval_seconds": int(d["sync_interval_seconds"]),
-            "min_sync_interval_seconds": info.min_sync_interval_s,
-            "max_sync_interval_seconds": info.max_sync_interval_s,
-            "default_sync_interval_seconds": info.default_sync_interval_s,
+            "min_sync_interval_seconds": self._bounds(provider)[1],
+            "max_sync_interval_seconds": self._bounds(provider)[2],
+            "default_sync_interval_seconds": self._bounds(provider)[0],
             "next_sync_at": self._view(principal.org, updated)["next_sync_at"],
             "credentials_updated": credentials_updated,
             "custom_instructions": d.get("custom_instructions") or "",

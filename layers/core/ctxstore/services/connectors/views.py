@@ -11,7 +11,6 @@ from typing import Any
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.connector_rules import LifecycleInputs, lifecycle
-from ctxstore.ports.connector_provider import ProviderInfo
 from ctxstore.ports.records import Record
 
 ACTIVE = "active"
@@ -39,7 +38,9 @@ def running(connector: dict[str, Any], now: float) -> bool:
     return connector.get("sync_status") == RUNNING and isinstance(lease, int | float) and lease > now
 
 
-def lifecycle_inputs(connector: dict[str, Any], resources: list[dict[str, Any]], now: float, unindexed: bool) -> Any:
+def lifecycle_inputs(
+    connector: dict[str, Any], resources: list[dict[str, Any]], now: float, unindexed: bool
+) -> LifecycleInputs:
     active = [r for r in resources if is_active(r)]
     return LifecycleInputs(
         needs_reauth=bool(connector.get("needs_reauth")),
@@ -72,7 +73,7 @@ def _message(state: str, c: dict[str, Any], s: LifecycleInputs) -> str:
 
 
 def connector_view(
-    rec: Record, resources: list[dict[str, Any]], info: ProviderInfo | None, now: float, unindexed: bool
+    rec: Record, resources: list[dict[str, Any]], bounds: tuple[int, int] | None, now: float, unindexed: bool
 ) -> dict[str, Any]:
     c = rec.data
     inputs = lifecycle_inputs(c, resources, now, unindexed)
@@ -118,9 +119,8 @@ def connector_view(
         "updated_at": _ts(c.get("updated_at")),
         "last_run": c.get("last_run"),
     }
-    if info is not None:
-        out["min_sync_interval_seconds"] = info.min_sync_interval_s
-        out["max_sync_interval_seconds"] = info.max_sync_interval_s
+    if bounds is not None:
+        out["min_sync_interval_seconds"], out["max_sync_interval_seconds"] = bounds
     return out
 
 
