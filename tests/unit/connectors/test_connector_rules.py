@@ -35,7 +35,9 @@ def test_item_ids_are_deterministic_comma_free_and_bounded() -> None:
     assert "," not in odd and odd != connector_item_id("github", "acme", "acme/repo#1_2")
     long_a = connector_item_id("notion", "ws", "x" * 600 + "a")
     long_b = connector_item_id("notion", "ws", "x" * 600 + "b")
-    assert len(long_a) <= MAX_ITEM_ID and long_a != long_b and long_a == connector_item_id("notion", "ws", "x" * 600 + "a")
+    assert (
+        len(long_a) <= MAX_ITEM_ID and long_a != long_b and long_a == connector_item_id("notion", "ws", "x" * 600 + "a")
+    )
 
 
 @pytest.mark.parametrize(

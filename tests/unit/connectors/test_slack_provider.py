@@ -54,7 +54,9 @@ def ctx(slack: FakeSlack, token: str = "xoxb-ok", **kw: Any) -> ProviderContext:
 
 
 def request(checkpoint: dict[str, Any] | None = None, *, lookback_days: float = 30) -> SyncRequest:
-    return SyncRequest("C1", "channel", checkpoint, time.time() - lookback_days * DAY, resource_metadata={"name": "general"})
+    return SyncRequest(
+        "C1", "channel", checkpoint, time.time() - lookback_days * DAY, resource_metadata={"name": "general"}
+    )
 
 
 def run(slack: FakeSlack, checkpoint: dict[str, Any] | None = None, **kw: Any) -> tuple[list[SyncEvent], Checkpoint]:
@@ -267,7 +269,9 @@ def test_oauth_rotation_single_use_refresh_token_and_rejections(slack: FakeSlack
     assert call.params["grant_type"] == "refresh_token" and call.params["refresh_token"] == rt
     with pytest.raises(RefreshRejected, match="invalid_refresh_token"):
         P.refresh(c)  # the old refresh token was single-use
-    bad = ctx(slack, "x", auth_type="oauth", creds={**creds, "refresh_token": rotated["refresh_token"], "client_secret": "no"})
+    bad = ctx(
+        slack, "x", auth_type="oauth", creds={**creds, "refresh_token": rotated["refresh_token"], "client_secret": "no"}
+    )
     with pytest.raises(CredentialsRejected, match="bad_client_secret"):
         P.refresh(bad)
 
