@@ -86,6 +86,10 @@ def test_create_rules(connector_server: Env) -> None:
     assert create(credentials={}, provider_account_scope="TRULES").status_code == 400
     first = create(provider_account_scope="TRULES", sync_interval_seconds=0, custom_instructions="x" * 4000)
     assert first.status_code == 201 and first.json()["data"]["sync_interval_seconds"] == 3600
+    mine = first.json()["data"]["connector_id"]
+    by_provider = env.call("GET", "/connectors", params={"provider": "slack"}).json()["data"]["connectors"]
+    assert mine in {x["connector_id"] for x in by_provider}
+    assert env.call("GET", "/connectors", params={"provider": "github"}).json()["data"]["connectors"] == []
     dup = create(provider_account_scope="TRULES")
     assert dup.status_code == 409 and dup.json()["error"]["code"] == "CONFLICT"
     legacy = env.call(

@@ -6,7 +6,6 @@ organisation's connector is looked up and not found, exactly like one that does 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -15,6 +14,7 @@ from typing import Any
 from ctxstore.domain import connector_rules as rules
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
+from ctxstore.domain.ingest_request import capped_object, json_object
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.ports.connector_provider import (
     ConnectorProvider,
@@ -72,21 +72,6 @@ def provider_failure(provider: str, exc: ProviderError) -> ApiError:
         return ApiError(ErrorCode.INVALID_INPUT, f"{provider}: {exc}")
     headers = {"Retry-After": str(max(1, int(exc.retry_after_s)))} if isinstance(exc, RateLimited) else {}
     return ApiError(ErrorCode.PROVIDER_UNAVAILABLE, f"{provider} could not answer: {exc}", headers=headers)
-
-
-def _obj(value: object, where: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise invalid(f"'{where}' must be an object")
-    return value
-
-
-def _capped(value: dict[str, Any], where: str, cap: int) -> dict[str, Any]:
-    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > cap:
-        raise invalid(f"'{where}' is {size} bytes of compact JSON; the limit is {cap}")
-    return value
 
 
 def _resource_id(value: object, where: str) -> str:
@@ -267,7 +252,7 @@ class ConnectorService:
         provider = self._provider(body.get("provider"))
         info = provider.info
         auth_type = body.get("auth_type") or ""
-        credentials = _obj(body.get("credentials"), "credentials")
+        credentials = json_object(body.get("credentials"), "credentials")
         if not credentials:
             raise invalid('\'credentials\' is required (an object, e.g. {"access_token": "..."})')
         if not auth_type:
@@ -387,7 +372,7 @@ class ConnectorService:
             changes["name"] = body["name"]
         credentials_updated = False
         if body.get("credentials") is not None:
-            supplied = _obj(body["credentials"], "credentials")
+            supplied = json_object(body["credentials"], "credentials")
             stored, version = creds_store.load(principal.org, connector_id)
             merged = {**stored, **supplied}
             auth_type = str(c.get("auth_type") or "api_token")
@@ -494,7 +479,7 @@ class ConnectorService:
         """Resources visible to credentials before any connector exists; nothing is stored (no token rotation)."""
         provider = self._provider(body.get("provider"))
         info = provider.info
-        credentials = _obj(body.get("credentials"), "credentials")
+        credentials = json_object(body.get("credentials"), "credentials")
         if not credentials:
             raise invalid("'credentials' is required")
         auth_type = body.get("auth_type") or "api_token"
@@ -520,11 +505,9 @@ class ConnectorService:
         collection = raw.get("collection") or ""
         if database or collection:
             self._check_target(principal, str(database or c["database"]), str(collection), where)
-        metadata = _capped(
-            _obj(raw.get("metadata"), f"{where}metadata"), f"{where}metadata", rules.RESOURCE_METADATA_CAP
-        )
-        additional = _capped(
-            _obj(raw.get("additional_metadata"), f"{where}additional_metadata"),
+        metadata = capped_object(raw.get("metadata"), f"{where}metadata", rules.RESOURCE_METADATA_CAP)
+        additional = capped_object(
+            raw.get("additional_metadata"),
             f"{where}additional_metadata",
             rules.RESOURCE_ADDITIONAL_METADATA_CAP,
         )
@@ -628,7 +611,7 @@ class ConnectorService:
         configs: list[dict[str, Any]] = []
         seen: set[str] = set()
         for i, raw in enumerate(raw_resources):
-            cfg = self._resource_config(principal, c, _obj(raw, f"resources[{i}]"), f"resources[{i}].")
+            cfg = self._resource_config(principal, c, json_object(raw, f"resources[{i}]"), f"resources[{i}].")
             if cfg["resource_id"] in seen:
                 raise invalid(f"resource '{cfg['resource_id']}' is listed twice")
             seen.add(cfg["resource_id"])
@@ -693,7 +676,7 @@ class ConnectorService:
         self._ready()
         rec = self._connector(principal, connector_id)
         c = rec.data
-        filters = _obj(body.get("filters"), "filters")
+        filters = json_object(body.get("filters"), "filters")
         raw = {
             "resource_id": body.get("resource_id"),
             "resource_type": body.get("resource_type"),
@@ -706,7 +689,7 @@ class ConnectorService:
             "custom_instructions": body.get("custom_instructions"),
         }
         cfg = self._resource_config(principal, c, raw, "")
-        cfg["provider_metadata"] = _obj(body.get("provider_metadata"), "provider_metadata")
+        cfg["provider_metadata"] = json_object(body.get("provider_metadata"), "provider_metadata")
         lookback = filters.get("lookback_days", body.get("lookback_days"))
         data = self._save_resource(
             principal.org,
