@@ -36,9 +36,9 @@ def test_first_sync_query_subgraph_and_system_metadata(connector_server: Env) ->
     r2 = s.post("CENG", "Carol saw latency drop after the deploy", thread_ts=parent, at=now - 3 * DAY + 120)
     other = s.post("CENG", "Quarterly budget review meeting moved to Friday", at=now - 2 * DAY)
 
-    created = connector_server.create("T0FAKE", token, custom_instructions="Track decisions and owners.")
+    created = connector_server.create("TENG", token, custom_instructions="Track decisions and owners.")
     cid = created["connector_id"]
-    assert created["provider_account_scope"] == "T0FAKE" and created["status"] == "active"
+    assert created["provider_account_scope"] == "TENG" and created["status"] == "active"
     assert (created["database"], created["tenant_id"], created["collection"], created["sub_tenant_id"]) == (
         DB,
         DB,
@@ -69,31 +69,31 @@ def test_first_sync_query_subgraph_and_system_metadata(connector_server: Env) ->
     assert data["active_resource_count"] == 2 and data["last_error"] == ""
     for f in ("first_data_dispatched_at", "first_sync_at", "last_successful_sync_at", "last_attempted_sync_at"):
         assert data[f], f
-    ids = [item("CENG", t, "T0FAKE") for t in (parent, r1, r2, other)]
+    ids = [item("CENG", t, "TENG") for t in (parent, r1, r2, other)]
     wait_indexed(connector_server.c, DB, ids)
     wait_for(lambda: connector(connector_server.c, cid)["lifecycle"] == "active", what="lifecycle active")
-    assert statuses(connector_server.c, DB, [item("CENG", too_old, "T0FAKE")]) == {}  # older than lookback_days
+    assert statuses(connector_server.c, DB, [item("CENG", too_old, "TENG")]) == {}  # older than lookback_days
 
     hits = connector_server.c.post("/query", json={"database": DB, "query": "who deployed the billing service"}).json()[
         "data"
     ]
     top = hits["chunks"][0]
-    assert top["id"] == item("CENG", parent, "T0FAKE")
+    assert top["id"] == item("CENG", parent, "TENG")
     meta = top["metadata"]
     assert meta["provider"] == "slack" and meta["connector_id"] == cid and meta["team"] == "eng"
     extra = top["additional_metadata"]
     assert (
-        extra["connector_id"] == cid and extra["resource_id"] == "CENG" and extra["provider_account_scope"] == "T0FAKE"
+        extra["connector_id"] == cid and extra["resource_id"] == "CENG" and extra["provider_account_scope"] == "TENG"
     )
     assert extra["slack_channel"] == "CENG" and extra["origin"] == "e2e"
     assert extra["custom_instructions"] == "Track decisions and owners."
 
-    sub = connector_server.c.get(f"/context/{item('CENG', parent, 'T0FAKE')}/subgraph", params={"database": DB}).json()[
+    sub = connector_server.c.get(f"/context/{item('CENG', parent, 'TENG')}/subgraph", params={"database": DB}).json()[
         "data"
     ]
     members = {m["source_id"]: m for m in sub["sources"]}
-    assert {item("CENG", r1, "T0FAKE"), item("CENG", r2, "T0FAKE")} <= set(members)
-    assert members[item("CENG", r1, "T0FAKE")]["discovered_relation"] in ("reply_to", "child", "same_thread")
+    assert {item("CENG", r1, "TENG"), item("CENG", r2, "TENG")} <= set(members)
+    assert members[item("CENG", r1, "TENG")]["discovered_relation"] in ("reply_to", "child", "same_thread")
 
     res = connector_server.call("GET", f"/connectors/{cid}/resources").json()["data"]["resources"]
     by_id = {r["resource_id"]: r for r in res}
@@ -261,6 +261,25 @@ def test_revoked_token_blocks_the_connector_the_scheduler_skips_it_and_patch_cle
     assert data["sync_blocked"] is False and data["lifecycle"] in ("active", "ingesting", "syncing")
     assert data["documents_dispatched"] == 2
     connector_server.call("PATCH", f"/connectors/{cid}", json={"sync_interval_seconds": 3600})
+
+
+def test_one_connector_never_syncs_twice_at_once(connector_server: Env) -> None:
+    s = connector_server.slack
+    token = s.add_token("xoxb-once-secret")
+    s.add_channel("CONCE", "once")
+    s.post("CONCE", "Only one sync at a time", at=time.time() - DAY)
+    cid = connector_server.create("TONCE", token)["connector_id"]
+    s.delay_s = 0.3  # a slow provider keeps the first sync running
+    try:
+        connector_server.configure(cid, [{"resource_id": "CONCE"}])
+        wait_for(lambda: connector(connector_server.c, cid)["sync_status"] == "running", what="running")
+        assert connector(connector_server.c, cid)["lifecycle"] == "syncing"
+        second = connector_server.call("POST", f"/connectors/{cid}/sync")
+        assert second.status_code == 409 and "already queued or running" in second.json()["error"]["message"]
+    finally:
+        s.delay_s = 0.0
+    data = wait_cycles(connector_server.c, cid, 1)
+    assert data["documents_dispatched"] == 1
 
 
 def test_credentials_never_in_an_answer_or_the_server_log(connector_server: Env) -> None:

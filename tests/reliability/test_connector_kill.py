@@ -89,3 +89,11 @@ def test_kill9_mid_first_sync_resumes_from_checkpoint_nothing_lost_or_duplicated
                     every=1,
                     what="every item completed",
                 )
+                # The schedule survived the restart too: the scheduler keeps running it at its interval.
+                slack.delay_s = 0.0
+                assert c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 1}).status_code == 200
+                later = wait_cycles(c, cid, after["sync_cycles_completed"] + 2, timeout=60)
+                assert (
+                    later["last_run"]["trigger"] == "schedule"
+                    and later["documents_dispatched"] == after["documents_dispatched"]
+                )
