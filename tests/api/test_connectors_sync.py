@@ -82,9 +82,7 @@ def test_first_sync_query_subgraph_and_system_metadata(connector_server: Env) ->
     meta = top["metadata"]
     assert meta["provider"] == "slack" and meta["connector_id"] == cid and meta["team"] == "eng"
     extra = top["additional_metadata"]
-    assert (
-        extra["connector_id"] == cid and extra["resource_id"] == "CENG" and extra["provider_account_scope"] == "TENG"
-    )
+    assert extra["connector_id"] == cid and extra["resource_id"] == "CENG" and extra["provider_account_scope"] == "TENG"
     assert extra["slack_channel"] == "CENG" and extra["origin"] == "e2e"
     assert extra["custom_instructions"] == "Track decisions and owners."
 
