@@ -10,7 +10,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.support.connectors import DB, connector, connector_env, item, ready_database, wait_cycles, wait_for
 from tests.support.server import ServerProcess
 
-N = 160
+N = 120
 PAGE = 20
 
 
