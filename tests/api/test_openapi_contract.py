@@ -22,6 +22,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.fakes.slack_api import FakeSlack
+from tests.support.connectors import connector_env
 from tests.support.server import ServerProcess
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -30,7 +32,12 @@ SERVER: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    with ServerProcess(tmp_path_factory.mktemp("openapi") / "data") as srv:
+    # Connector routes call their provider: the Slack SDK talks to a local fake (no provider is reachable
+    # from here, and an unreachable one would be a 502 that the not-a-server-error check refuses).
+    with (
+        FakeSlack() as slack,
+        ServerProcess(tmp_path_factory.mktemp("openapi") / "data", env=connector_env(slack)) as srv,
+    ):
         srv.wait_ready()
         [key] = srv.printed_keys
         with srv.client(key) as c:
@@ -43,6 +50,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 time.sleep(0.05)
             item = {"id": "a1", "title": "Alpha", "type": "note", "content": {"text": "Alice works at Acme."}}
             c.post("/context/ingest", data={"database": "acme", "app_knowledge": json.dumps([item])})
+            slack.add_token("xoxb-contract")
+            slack.add_channel("C1", "general")
+            body = {"provider": "slack", "database": "acme", "credentials": {"access_token": "xoxb-contract"}}
+            assert c.post("/connectors", json=body).status_code == 201  # so GET /connectors lists a real one
         SERVER.update(srv=srv, key=key)
         yield SERVER
 

@@ -66,6 +66,9 @@ EXPECTED: dict[str, int] = {
     "api_webhooks_list": 200,
     "api_query": 200,  # text-only (no Bedrock model configured here) over the empty search index
     "api_graphs_relations": 503,  # no CTXSTORE_GRAPH_ID under moto (no Neptune): tests/aws/test_neptune_graph.py
+    # no CTXSTORE_CONNECTOR_KMS_KEY_ID here: no credential vault (tests/aws/test_connector_sync.py has one)
+    "api_connectors_create": 503,
+    "api_connectors_configure": 503,
 }
 
 

@@ -28,14 +28,40 @@ def options_from(settings: Settings) -> Options:
         webhook_max_attempts=settings.webhook_max_attempts,
         webhook_retry_interval_s=settings.webhook_retry_interval_s,
         webhook_retry_max_delay_s=settings.webhook_retry_max_delay_s,
+        connector_urls=connector_urls(settings),
+        connector_chunk_objects=settings.connector_chunk_objects,
+        connector_chunk_seconds=settings.connector_chunk_seconds,
+        connector_continue_after_s=settings.connector_continue_after_s,
+        connector_max_wait_s=settings.connector_max_wait_s,
+        connector_http_timeout_s=settings.connector_http_timeout_s,
+        connector_min_interval_s=settings.connector_min_interval_s,
     )
 
 
+def connector_urls(settings: Settings) -> dict[str, tuple[str, str]]:
+    """(API base URL, OAuth token URL) per provider, from CTXSTORE_CONNECTOR_BASE_URL_/_TOKEN_URL_<PROVIDER>."""
+    from ctxstore.domain.connector_rules import PROVIDER_IDS
+
+    return {
+        p: (str(getattr(settings, f"connector_base_url_{p}")), str(getattr(settings, f"connector_token_url_{p}")))
+        for p in PROVIDER_IDS
+    }
+
+
+def _add_connectors(c: Container) -> None:
+    """Provider implementations on their official SDKs (ctxstore.connectors), shared by both backends."""
+    from ctxstore.connectors.registry import build_providers
+
+    c.connector_providers = build_providers()
+
+
 def build_local(settings: Settings) -> Container:
+    from ctxstore.adapters.local.aesgcm_vault import AesGcmVault
     from ctxstore.adapters.local.fs_blobs import FsBlobStore, load_signing_key
     from ctxstore.adapters.local.sqlite_db import SqliteDb
     from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
     from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
+    from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
     from ctxstore.adapters.local.system_clock import SystemClock
 
     data = settings.data_dir
@@ -47,8 +73,11 @@ def build_local(settings: Settings) -> Container:
         queue=SqliteWorkQueue(db),
         clock=SystemClock(),
         options=options_from(settings),
+        scheduler=SqliteScheduler(db),
+        vault=AesGcmVault(data / "connector_credentials.key"),
     )
     c.closers.append(db.close)
+    _add_connectors(c)
     _add_webhook_sender(c)
     _add_local_search(c, settings)
     _add_local_graph(c, settings)
@@ -163,6 +192,11 @@ def build_aws(settings: Settings) -> Container:
 
         c.queue = SqsRoutedWorkQueue(c.queue, {WEBHOOK_QUEUE: settings.webhook_queue_url})
     _add_webhook_sender(c)  # httpx only: webhook deliveries run in the job worker on AWS too
+    _add_connectors(c)
+    if settings.connector_kms_key_id:
+        from ctxstore.adapters.aws.kms_vault import KmsVault
+
+        c.vault = KmsVault(settings.connector_kms_key_id)
     if settings.embedding_model_id:
         from ctxstore.adapters.aws.bedrock_embedder import BedrockEmbedder
 

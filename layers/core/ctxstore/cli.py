@@ -47,7 +47,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ctxstore.http.app import create_app
-    from ctxstore.pipeline.jobs import queue_specs
+    from ctxstore.pipeline.connector_scheduler import SchedulerLoop
+    from ctxstore.pipeline.jobs import connector_spec, queue_specs
     from ctxstore.pipeline.local_runner import LocalRunner
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -65,6 +66,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     services.databases.recover()
     runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
     runner.start()
+    # Connector syncs: their own runner (a long chunk never holds an ingestion worker) and the scheduler
+    # thread that queues due syncs from the persisted next_sync_at.
+    connectors = services.connectors
+    assert connectors is not None
+    sync_runner = LocalRunner(container.queue, [connector_spec(connectors)], threads=settings.connector_workers)
+    sync_runner.start()
+    scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connector_tick_s)
+    scheduler.start()
     app = create_app(services)
     # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
     # while an overloaded loop had not yet read the next request on them, and clients saw no answer at all.
@@ -85,6 +94,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         server.run()  # handles SIGINT/SIGTERM with a graceful shutdown
     finally:
+        scheduler.stop()
+        connectors.stop()  # wakes provider waits so the sync runner can stop
+        sync_runner.stop()
         runner.stop()
         container.close()
         lock.close()

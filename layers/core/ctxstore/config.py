@@ -31,6 +31,29 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = 8  # CTXSTORE_WEBHOOK_MAX_ATTEMPTS: then permanently_failed
     webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter
     webhook_retry_max_delay_s: float = 3600.0
+    # Connectors (docs/connectors.md). Provider API base URLs and OAuth token URLs are fixed by the server
+    # (tests and self-hosted enterprise instances set them), never by API callers.
+    connector_base_url_slack: str = "https://slack.com/api/"
+    connector_base_url_github: str = "https://api.github.com"
+    connector_base_url_linear: str = "https://api.linear.app/graphql"
+    connector_base_url_notion: str = "https://api.notion.com"
+    connector_base_url_gmail: str = "https://gmail.googleapis.com/"
+    connector_token_url_slack: str = "https://slack.com/api/"  # Slack rotates tokens with oauth.v2.access
+    connector_token_url_github: str = "https://github.com/login/oauth/access_token"
+    connector_token_url_linear: str = "https://api.linear.app/oauth/token"
+    connector_token_url_notion: str = "https://api.notion.com/v1/oauth/token"
+    connector_token_url_gmail: str = "https://oauth2.googleapis.com/token"
+    connector_tick_s: float = 1.0  # CTXSTORE_CONNECTOR_TICK_S: how often `serve` looks for due syncs
+    connector_workers: int = 1  # CTXSTORE_CONNECTOR_WORKERS: sync chunks run at once in `serve`
+    connector_chunk_objects: int = 2000  # CTXSTORE_CONNECTOR_CHUNK_OBJECTS: objects per sync chunk (then continue)
+    connector_chunk_seconds: float = 60.0  # CTXSTORE_CONNECTOR_CHUNK_SECONDS: time per sync chunk (then continue)
+    connector_continue_after_s: float = 1.0  # CTXSTORE_CONNECTOR_CONTINUE_AFTER_S: pause between chunks
+    connector_max_wait_s: float = 60.0  # CTXSTORE_CONNECTOR_MAX_WAIT_S: longest provider Retry-After sat out
+    connector_http_timeout_s: float = 30.0  # CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S: per provider request
+    # CTXSTORE_CONNECTOR_MIN_INTERVAL_S: > 0 lowers every provider's minimum sync_interval_seconds to this
+    # (self-hosted operators who want faster syncs; tests).
+    connector_min_interval_s: int = 0
+    connector_kms_key_id: str = ""  # CTXSTORE_CONNECTOR_KMS_KEY_ID (AWS): KMS key sealing connector credentials
     byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000

@@ -23,6 +23,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
     SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
+    PROVIDER_UNAVAILABLE = "PROVIDER_UNAVAILABLE"  # a connector's provider could not answer (502)
 
 
 # The HTTP status each code travels with unless a caller says otherwise.
@@ -43,6 +44,7 @@ DEFAULT_STATUS: dict[ErrorCode, int] = {
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.INTERNAL_ERROR: 500,
     ErrorCode.SERVICE_UNAVAILABLE: 503,
+    ErrorCode.PROVIDER_UNAVAILABLE: 502,
 }
 
 

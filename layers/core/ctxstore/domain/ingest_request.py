@@ -116,6 +116,9 @@ class IngestRequest:
     upsert: bool
     items: list[ItemSpec]
     graphs: dict[str, SourceGraph]
+    # "reject": a metadata key the database schema does not declare is a 400 (POST /context/ingest);
+    # "keep": stored but not filterable (connector resource metadata, as the spec says).
+    undeclared_metadata: Literal["reject", "keep"] = "reject"
 
 
 def _bad(message: str) -> ApiError:
@@ -157,7 +160,8 @@ def _check_id(value: object, where: str) -> str:
     return value
 
 
-def _obj(value: object, where: str) -> dict[str, Any]:
+def json_object(value: object, where: str) -> dict[str, Any]:
+    """A JSON object field (None: empty); 400 naming `where` otherwise. Shared with the connector routes."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -172,8 +176,9 @@ def _capped(value: dict[str, Any], where: str, cap: int) -> dict[str, Any]:
     return value
 
 
-def _meta(value: object, where: str, cap: int) -> dict[str, Any]:
-    return _capped(_obj(value, where), where, cap)
+def capped_object(value: object, where: str, cap: int) -> dict[str, Any]:
+    """A JSON object at most `cap` bytes of compact UTF-8 JSON (the metadata caps)."""
+    return _capped(json_object(value, where), where, cap)
 
 
 def _relations(value: object, where: str) -> list[str]:
@@ -250,7 +255,7 @@ def _documents(uploads: list[Upload], raw_meta: str | None, classify: Any) -> li
     items: list[ItemSpec] = []
     for i, up in enumerate(uploads):
         where = f"document_metadata[{i}]"
-        meta = _obj(metas[i] if metas is not None else {}, where)
+        meta = json_object(metas[i] if metas is not None else {}, where)
         unknown = sorted(set(meta) - DOCUMENT_METADATA_KEYS)
         if unknown:
             raise _bad(
@@ -270,8 +275,8 @@ def _documents(uploads: list[Upload], raw_meta: str | None, classify: Any) -> li
             store="knowledge",
             source_type="file",
             title=name,
-            metadata=_meta(meta.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
-            additional_metadata=_meta(
+            metadata=capped_object(meta.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
+            additional_metadata=capped_object(
                 meta.get("additional_metadata"), f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES
             ),
             relations=_relations(meta.get("relations"), where),
@@ -329,8 +334,10 @@ def _app_items(raw: str | None, database: str, collection: str) -> list[ItemSpec
                 app_type=_opt_str(item.get("type"), f"{where}.type"),
                 provider=_opt_str(item.get("provider"), f"{where}.provider"),
                 external_id=_opt_str(item.get("external_id"), f"{where}.external_id"),
-                metadata=_meta(metadata, f"{where}.metadata", METADATA_CAP_BYTES),
-                additional_metadata=_meta(additional, f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES),
+                metadata=capped_object(metadata, f"{where}.metadata", METADATA_CAP_BYTES),
+                additional_metadata=capped_object(
+                    additional, f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES
+                ),
                 relations=_relations(item.get("relations"), where),
                 links=_links(item.get("relates_to"), where),
                 thread_id=_opt_str(item.get("thread_id"), f"{where}.thread_id"),
@@ -379,8 +386,8 @@ def _memories(raw: str | None) -> list[ItemSpec]:
                 else None,
                 infer=infer,
                 user_name=_opt_str(item.get("user_name"), f"{where}.user_name"),
-                metadata=_meta(item.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
-                additional_metadata=_meta(
+                metadata=capped_object(item.get("metadata"), f"{where}.metadata", METADATA_CAP_BYTES),
+                additional_metadata=capped_object(
                     item.get("additional_metadata"), f"{where}.additional_metadata", ADDITIONAL_METADATA_CAP_BYTES
                 ),
                 relations=_relations(item.get("relations"), where),

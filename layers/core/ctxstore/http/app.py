@@ -10,6 +10,7 @@ from ctxstore.console.mount import mount as mount_console
 from ctxstore.http import factory, mcp_mount
 from ctxstore.http.routers import (
     byog,
+    connectors,
     context_ingest,
     context_items,
     databases,
@@ -31,6 +32,7 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
     signed_blobs.router,
     byog.router,
     webhooks.router,
+    connectors.router,
 )
 
 

@@ -10,7 +10,7 @@ This module rewrites each operation's responses after FastAPI has built the docu
   prose, under the `ref.` prefix, made by `extract_shapes`); webhook routes answer the reference's
   object without an envelope;
 * failures: the failure envelope for each status the route can answer (authentication, scope,
-  limits, storage and the route's own rules);
+  limits, storage and the route's own rules; connector routes add 409 and 502);
 * request bodies of `/context/ingest`, `/context/uploads` and `POST /blobs/{token}`.
 """
 
@@ -70,6 +70,7 @@ STATUS_TEXT = {
     422: "Well-formed request failing a rule",
     429: "Rate limited (Retry-After)",
     500: "Internal error (quote meta.request_id)",
+    502: "The connector's provider could not answer",
     503: "Temporarily unavailable: overloaded or storage unavailable (Retry-After)",
 }
 
@@ -157,6 +158,8 @@ def extract_shapes(reference: dict[str, Any]) -> dict[str, Any]:
             schema = responses.get(code, {}).get("content", {}).get("application/json", {}).get("schema", {})
             envelope = components.get(str(schema.get("$ref", "")).rsplit("/", 1)[-1], {})
             data = envelope.get("properties", {}).get("data")
+            if data is None and path.startswith("/connector") and "$ref" in schema:
+                data = schema  # the reference answers connector objects bare; the spec puts them in the envelope
             if data is None:
                 continue
             if "$ref" in data:
@@ -201,6 +204,8 @@ def _failure_statuses(method: str, path: str) -> list[int]:
         return sorted({400, 403, 404, 500, 503} | ({413} if writes else set()))
     codes = {400, 404, 429, 500, 503}
     codes |= {403} if path.startswith("/byog/") else {401, 403}
+    if path.startswith("/connector"):
+        codes |= {409, 502}  # a sync already running, a taken account scope; the provider could not answer
     if writes:
         codes |= {409, 413}
         if path != "/query":  # /query answers rule violations with 400 (docs/api.md)

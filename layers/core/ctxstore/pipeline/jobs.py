@@ -7,6 +7,7 @@ from ctxstore.pipeline.local_runner import QueueSpec
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job
 from ctxstore.ports.workflow import INGEST_QUEUE
+from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
 from ctxstore.services.container import Options
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.registry import Services
@@ -42,6 +43,16 @@ def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
     )
 
 
+def connector_spec(connectors: ConnectorService) -> QueueSpec:
+    """Sync chunks (services/connectors): the service turns provider errors into connector state, so only
+    storage trouble reaches the runner's retry path. Its lease outlives the longest chunk."""
+
+    def run(job: Job) -> None:
+        connectors.run_job(job)
+
+    return QueueSpec(SYNC_QUEUE, run, INGEST_RETRY, lease_s=connectors.limits.lease_s)
+
+
 def ingest_pipeline(svc: Services) -> IngestPipeline:
     """The ingestion pipeline both runners drive: the local queue (queue_specs) and Step Functions (ingest_steps)."""
     graph_step = svc.graphs.graph_step if svc.graphs is not None else None
@@ -49,6 +60,9 @@ def ingest_pipeline(svc: Services) -> IngestPipeline:
 
 
 def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> list[QueueSpec]:
+    """Every queue but connector syncs, which run on their own runner (`serve`) or function (AWS), so a long
+    sync chunk never holds a worker that ingestion needs."""
+
     def provision(job: Job) -> None:
         svc.databases.provision(job.org, str(job.payload["database"]))
 

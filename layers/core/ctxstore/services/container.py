@@ -7,6 +7,8 @@ from typing import Any
 
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.clock import Clock
+from ctxstore.ports.connector_provider import ConnectorProvider
+from ctxstore.ports.credential_vault import CredentialVault
 from ctxstore.ports.embedder import Embedder
 from ctxstore.ports.extractor import Extractor, MemoryInferrer
 from ctxstore.ports.graph import GraphStore
@@ -44,6 +46,14 @@ class Options:
     webhook_max_attempts: int = 8  # then a delivery is permanently_failed
     webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter
     webhook_retry_max_delay_s: float = 3600.0
+    # Connectors (docs/connectors.md): API base and OAuth token URL per provider, fixed by the server.
+    connector_urls: dict[str, tuple[str, str]] = field(default_factory=dict)
+    connector_chunk_objects: int = 2000  # a sync chunk ends at the first checkpoint past this many objects...
+    connector_chunk_seconds: float = 60.0  # ...or this long; the rest continues in the next chunk
+    connector_continue_after_s: float = 1.0  # pause before the next chunk of an unfinished sync
+    connector_max_wait_s: float = 60.0  # longest provider Retry-After sat out inside a sync
+    connector_http_timeout_s: float = 30.0
+    connector_min_interval_s: int = 0  # > 0: lowers every provider's minimum sync interval to this
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,6 +75,8 @@ class Container:
     events: EventSink = field(default_factory=NullSink)  # webhooks replace it in build_services
     scheduler: Scheduler | None = None
     http_sender: HttpSender | None = None  # outbound webhook delivery
+    vault: CredentialVault | None = None  # connector credentials at rest
+    connector_providers: dict[str, ConnectorProvider] = field(default_factory=dict)
     closers: list[Any] = field(default_factory=list)
 
     def close(self) -> None:

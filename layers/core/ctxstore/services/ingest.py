@@ -79,8 +79,14 @@ class IngestService:
         db = self._databases.require(principal, req.database)
         schema = [ms.parse_field(f, "schema") for f in db.data.get("metadata_schema", [])]
         org = principal.org
+        declared = {f.name for f in schema}
         for i, spec in enumerate(req.items):
-            spec.metadata = ms.validate_metadata(schema, spec.metadata, f"items[{i}] ({spec.id}).metadata")
+            where = f"items[{i}] ({spec.id}).metadata"
+            if req.undeclared_metadata == "keep":  # declared keys are still type-checked
+                checked = {k: v for k, v in spec.metadata.items() if k in declared}
+                spec.metadata = {**spec.metadata, **ms.validate_metadata(schema, checked, where)}
+            else:
+                spec.metadata = ms.validate_metadata(schema, spec.metadata, where)
         if not req.upsert:
             for spec in req.items:
                 if spec.rejected_code is None and self._items.get(org, self._ref(req, spec)) is not None:

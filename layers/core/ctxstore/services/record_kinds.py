@@ -13,6 +13,11 @@ PENDING_DB_WORK = "pending_db_work"  # system: pk "" sk "<org>\x1f<database>"; r
 WEBHOOK = "webhook"  # org: pk "" sk API key prefix (one indexing webhook per key)
 WEBHOOK_DELIVERY = "webhook_delivery"  # org: pk API key prefix sk delivery id (time-ordered)
 UPLOAD = "upload"  # org: pk "" sk upload id; a large file staged in blobs under UPLOAD_PREFIX until ingested
+CONNECTOR = "connector"  # org: pk "" sk connector id (its settings and sync state)
+CONNECTOR_SCOPE = "connector_scope"  # org: pk provider sk provider_account_scope -> connector id (uniqueness)
+CONNECTOR_CREDENTIALS = "connector_credentials"  # org: pk "" sk connector id; sealed by the credential vault
+CONNECTOR_RESOURCE = "connector_resource"  # org: pk connector id sk resource id (settings, checkpoint)
+CONNECTOR_OBJECT = "connector_object"  # org: pk connector id SEP resource id sk native id -> item (dedupe, deletes)
 
 # Staged uploads live outside every database folder (database names start with a letter or digit).
 UPLOAD_PREFIX = "_uploads/"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ctxstore.retrieval.graph_context import GraphContextSource
 from ctxstore.services.byog import ByogService
+from ctxstore.services.connectors import ConnectorService
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import GraphService
@@ -34,6 +35,7 @@ class Services:
     graphs: GraphService | None = None
     graph_context: GraphContextSource | None = None  # POST /query asks it for relations behind the chunks
     query: QueryService | None = None
+    connectors: ConnectorService | None = None
 
 
 def build_services(c: Container) -> Services:
@@ -57,6 +59,7 @@ def build_services(c: Container) -> Services:
         databases.add_purger(graphs.purge_scope)
         sources.add_purger(graphs.purge_item)
         sources.add_metadata_listener(graphs.update_access)
+    ingest = IngestService(c, databases, items)
     return Services(
         container=c,
         keys=KeyService(c),
@@ -64,11 +67,12 @@ def build_services(c: Container) -> Services:
         limiter=limiter,
         byog=ByogService(c),
         items=items,
-        ingest=IngestService(c, databases, items),
+        ingest=ingest,
         status=StatusService(databases, items),
         sources=sources,
         graphs=graphs,
         graph_context=graphs,
         query=QueryService(c, databases, items, graph_context=graphs),
         webhooks=webhooks,
+        connectors=ConnectorService(c, databases, ingest, sources, items),
     )

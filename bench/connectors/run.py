@@ -1,0 +1,329 @@
+"""Connector benchmark: objects/s from a provider fake to searchable, and the scheduler's overhead.
+
+Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback fake (tests/fakes):
+1. throughput: a seeded workspace (Slack: 10,000 messages in 20 channels, every 10th with 3 replies) is
+   configured in one connector; measured from the configure call to every object dispatched, every item
+   searchable (`graph_creation`/`completed`) and every item completed. Reference in the same run: the bare
+   local embedder (in-process, labelled) on the same texts, one text per call as the server embeds them.
+2. scheduler overhead: N connectors (1,000) each with one channel that has nothing new; the server's CPU
+   while none is due against the same server before any connector existed, and the rate of no-op sync
+   cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
+
+Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
+    uv run python -m bench.connectors.run [--workload slack] [--objects 10000] [--connectors 1000]
+Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
+absolute numbers drift on a shared machine; read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tests.fakes.slack_api import FakeSlack
+from tests.support.connectors import connector_env, ready_database, wait_for
+from tests.support.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results" / "connectors.json"
+DB = "bench"
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Workload:
+    """One provider's side of the benchmark."""
+
+    name: str
+    provider: str
+    fake: Callable[[], Any]  # a started fake server (context manager)
+    env: Callable[[Any], dict[str, str]]  # serve settings pointing the provider SDK at the fake
+    seed: Callable[[Any, int], tuple[list[str], list[str]]]  # -> (resource ids, the objects' texts)
+    credentials: Callable[[Any, str], dict[str, Any]]  # a credential set for a connector with this scope
+    add_idle_resource: Callable[[Any, int], str]  # a resource with nothing new (scheduler part)
+    bare_calls: Callable[[Any, str], float]  # seconds for the provider calls of one no-op cycle, in-process
+
+
+def _slack_seed(fake: FakeSlack, objects: int) -> tuple[list[str], list[str]]:
+    fake.seed_workspace(channels=20, messages=objects, thread_every=10, replies_per_thread=3)
+    texts = [m.text for ch in fake.channels.values() for m in ch.messages.values()]
+    return sorted(fake.channels), texts
+
+
+def _slack_credentials(fake: FakeSlack, scope: str) -> dict[str, Any]:
+    return {"access_token": fake.add_token(f"xoxb-bench-{scope}")}
+
+
+def _slack_idle(fake: FakeSlack, i: int) -> str:
+    ch = fake.add_channel(f"CIDLE{i:05d}", f"idle-{i}")
+    fake.post(ch.id, "a quiet channel", at=time.time() - 9 * 86400)  # outside the 7-day window
+    return ch.id
+
+
+def _slack_bare_calls(fake: FakeSlack, channel: str) -> float:
+    """The two conversations.history calls a no-op cycle makes (incremental pass + reconcile), bare SDK."""
+    from slack_sdk import WebClient
+
+    client = WebClient(token=fake.add_token("xoxb-bench-bare"), base_url=fake.base_url)
+    t0 = time.perf_counter()
+    for _ in range(2):
+        client.conversations_history(channel=channel, oldest=f"{time.time() - 7 * 86400:.6f}", limit=200)
+    return time.perf_counter() - t0
+
+
+WORKLOADS: dict[str, Workload] = {
+    "slack": Workload(
+        name="slack",
+        provider="slack",
+        fake=lambda: FakeSlack(),
+        env=lambda fake: connector_env(fake, CTXSTORE_CONNECTOR_TICK_S="1.0", CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60"),
+        seed=_slack_seed,
+        credentials=_slack_credentials,
+        add_idle_resource=_slack_idle,
+        bare_calls=_slack_bare_calls,
+    )
+}
+
+
+@contextlib.contextmanager
+def _serve(w: Workload, fake: Any, data_dir: Path) -> Iterator[tuple[ServerProcess, httpx.Client]]:
+    with ServerProcess(data_dir, env=w.env(fake)) as srv:
+        srv.wait_ready(timeout=120)
+        [key] = srv.printed_keys
+        with httpx.Client(
+            base_url=srv.base_url, timeout=120, headers={"Authorization": f"Bearer {key}", "API-Version": "2"}
+        ) as c:
+            ready_database(c, DB)
+            yield srv, c
+
+
+def _create(c: httpx.Client, w: Workload, fake: Any, scope: str) -> str:
+    body = {"provider": w.provider, "database": DB, "provider_account_scope": scope}
+    r = c.post("/connectors", json={**body, "credentials": w.credentials(fake, scope)})
+    r.raise_for_status()
+    return str(r.json()["data"]["connector_id"])
+
+
+def embedder_reference(texts: list[str]) -> tuple[float, float]:
+    """Reference (in-process, labelled): the bare local embedder on the same texts, one per call as served:
+    (texts per second, CPU ms per text)."""
+    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+
+    emb = LocalEmbedder()
+    emb.embed_documents(texts[:4])
+    sample = texts[: min(len(texts), 1500)]
+    t0, c0 = time.perf_counter(), time.process_time()
+    for t in sample:
+        emb.embed_documents([t])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return len(sample) / wall, 1000 * cpu / len(sample)
+
+
+def throughput(w: Workload, objects: int) -> dict[str, Any]:
+    with w.fake() as fake, tempfile.TemporaryDirectory() as tmp:
+        resources, texts = w.seed(fake, objects)
+        with _serve(w, fake, Path(tmp) / "data") as (srv, c):
+            cid = _create(c, w, fake, "TBENCH")
+            load_start = loadavg()
+            t0 = time.perf_counter()
+            r = c.post(f"/connectors/{cid}/configure", json={"resources": [{"resource_id": r} for r in resources]})
+            r.raise_for_status()
+            cpu0 = cpu_seconds(srv.proc.pid)
+            dispatched_at = searchable_at = completed_at = None
+            pending: set[str] | None = None
+            searchable_left: set[str] = set()
+            while completed_at is None and time.perf_counter() - t0 < 3600:
+                time.sleep(2.0)
+                conn = c.get(f"/connectors/{cid}").json()["data"]
+                if (
+                    dispatched_at is None
+                    and conn["documents_dispatched"] >= len(texts)
+                    and conn["sync_status"] == "idle"
+                ):
+                    dispatched_at = time.perf_counter() - t0
+                    listed: list[str] = []
+                    page = 1
+                    while True:
+                        data = c.post("/context/list", json={"database": DB, "page": page, "page_size": 500}).json()[
+                            "data"
+                        ]
+                        listed += [s["id"] for s in data["sources"]]
+                        if not data["pagination"]["has_next"]:
+                            break
+                        page += 1
+                    pending, searchable_left = set(listed), set(listed)
+                if pending is None:
+                    continue
+                ids = sorted(pending)
+                for s in range(0, len(ids), 200):
+                    batch = ids[s : s + 200]
+                    got = c.get("/context/status", params={"database": DB, "ids": ",".join(batch)}).json()["data"]
+                    for st in got["statuses"]:
+                        if st["indexing_status"] in ("graph_creation", "completed"):
+                            searchable_left.discard(st["id"])
+                        if st["indexing_status"] in ("completed", "errored"):
+                            pending.discard(st["id"])
+                if searchable_at is None and not searchable_left:
+                    searchable_at = time.perf_counter() - t0
+                if not pending:
+                    completed_at = time.perf_counter() - t0
+            server_cpu = cpu_seconds(srv.proc.pid) - cpu0
+            conn = c.get(f"/connectors/{cid}").json()["data"]
+            history_calls = len(fake.calls_of("conversations.history"))
+        embed_rate, embed_cpu_ms = embedder_reference(texts)
+    n = len(texts)
+    assert searchable_at and completed_at and dispatched_at
+    return {
+        "objects": n,
+        "resources": len(resources),
+        "dispatched_s": round(dispatched_at, 1),
+        "searchable_s": round(searchable_at, 1),
+        "completed_s": round(completed_at, 1),
+        "dispatch_objects_per_s": round(n / dispatched_at, 1),
+        "searchable_objects_per_s": round(n / searchable_at, 1),
+        "completed_objects_per_s": round(n / completed_at, 1),
+        "reference_bare_embedder_texts_per_s": round(embed_rate, 1),
+        "ratio_searchable_to_bare_embedder": round((n / searchable_at) / embed_rate, 3),
+        "server_cpu_s": round(server_cpu, 1),
+        "server_cpu_ms_per_object": round(1000 * server_cpu / n, 1),
+        "reference_bare_embedder_cpu_ms_per_text": round(embed_cpu_ms, 2),
+        "ratio_server_cpu_per_object_to_embedder_cpu_per_text": round(1000 * server_cpu / n / embed_cpu_ms, 2),
+        "documents_dispatched": conn["documents_dispatched"],
+        "sync_cycles_completed": conn["sync_cycles_completed"],
+        "provider_history_calls": history_calls,
+        "loadavg_1m_start": load_start,
+        "loadavg_1m_end": loadavg(),
+    }
+
+
+def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
+    with w.fake() as fake, tempfile.TemporaryDirectory() as tmp, _serve(w, fake, Path(tmp) / "data") as (srv, c):
+        pid = srv.proc.pid
+        time.sleep(3)
+        cpu, t = cpu_seconds(pid), time.perf_counter()
+        time.sleep(20)
+        baseline = (cpu_seconds(pid) - cpu) / (time.perf_counter() - t)
+        channels = [w.add_idle_resource(fake, i) for i in range(connectors)]
+        t_setup = time.perf_counter()
+        ids = []
+        for i, ch in enumerate(channels):
+            cid = _create(c, w, fake, f"TIDLE{i:05d}")
+            c.post(f"/connectors/{cid}/configure", json={"resources": [{"resource_id": ch}]}).raise_for_status()
+            ids.append(cid)
+        setup_s = time.perf_counter() - t_setup
+
+        def cycles() -> list[int]:
+            return [x["sync_cycles_completed"] for x in c.get("/connectors").json()["data"]["connectors"]]
+
+        wait_for(lambda: min(cycles()) >= 1, timeout=1800, every=2, what="first cycles")
+        for cid in ids:  # none due for an hour: the idle scheduler with N connectors
+            c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 3600})
+        time.sleep(3)
+        cpu, t = cpu_seconds(pid), time.perf_counter()
+        time.sleep(20)
+        idle_with = (cpu_seconds(pid) - cpu) / (time.perf_counter() - t)
+        time.sleep(max(0.0, 61 - (time.perf_counter() - t_setup - setup_s)))  # every last attempt > 60 s ago
+        before = {
+            x["connector_id"]: x["sync_cycles_completed"] for x in c.get("/connectors").json()["data"]["connectors"]
+        }
+        calls0, cpu_due = len(fake.calls_of("conversations.history")), cpu_seconds(pid)
+        t_due = time.perf_counter()
+        for cid in ids:
+            c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 60})  # re-anchored: due now
+        wait_for(lambda: min(cycles()) >= 2, timeout=1800, every=2, what="a due round")
+        round_s = time.perf_counter() - t_due
+        round_cpu = cpu_seconds(pid) - cpu_due
+        after = c.get("/connectors").json()["data"]["connectors"]
+        syncs = sum(x["sync_cycles_completed"] - before[x["connector_id"]] for x in after)
+        calls = len(fake.calls_of("conversations.history")) - calls0
+        durations = sorted(_epoch(x["last_run"]["finished_at"]) - _epoch(x["last_run"]["started_at"]) for x in after)
+        bare = sum(w.bare_calls(fake, channels[0]) for _ in range(50)) / 50
+        list_t = time.perf_counter()
+        c.get("/connectors")
+        list_s = time.perf_counter() - list_t
+    mean_sync = sum(durations) / len(durations)
+    return {
+        "connectors": connectors,
+        "setup_s_create_and_configure": round(setup_s, 1),
+        "server_cpu_idle_without_connectors": round(baseline, 4),
+        "server_cpu_idle_with_connectors_not_due": round(idle_with, 4),
+        "due_round_s_including_the_patch_requests": round(round_s, 1),
+        "due_round_syncs": syncs,
+        "due_round_server_cpu_ms_per_sync_upper_bound": round(1000 * round_cpu / syncs, 2),
+        "provider_history_calls_per_sync": round(calls / syncs, 2),
+        "noop_sync_ms_mean": round(1000 * mean_sync, 2),
+        "noop_sync_ms_p95": round(1000 * durations[int(0.95 * (len(durations) - 1))], 2),
+        "reference_bare_provider_calls_per_sync_ms": round(1000 * bare, 2),
+        "ratio_noop_sync_to_bare_provider_calls": round(mean_sync / bare, 2),
+        "diagnostic_in_process_due_ms_for_1000_due": round(_due_diagnostic(connectors), 2),
+        "list_connectors_s": round(list_s, 2),
+        "loadavg_1m_end": loadavg(),
+    }
+
+
+def _epoch(ts: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _due_diagnostic(n: int) -> float:
+    """In-process, labelled: one scheduler tick that hands out n due schedules (SQLite), in milliseconds."""
+    from ctxstore.adapters.local.sqlite_db import SqliteDb
+    from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = SqliteDb(Path(tmp) / "records.db")
+        s = SqliteScheduler(db)
+        now = time.time()
+        for i in range(n):
+            s.upsert("org", f"conn_{i}", every_s=3600, next_at=now - 1, payload={"connector_id": f"conn_{i}"})
+        t0 = time.perf_counter()
+        assert len(s.due(now, limit=n)) == n
+        elapsed = time.perf_counter() - t0
+        db.close()
+    return 1000 * elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", default="slack", choices=sorted(WORKLOADS))
+    ap.add_argument("--objects", type=int, default=10_000)
+    ap.add_argument("--connectors", type=int, default=1000)
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-scheduler", action="store_true")
+    args = ap.parse_args()
+    w = WORKLOADS[args.workload]
+    out: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    result: dict[str, Any] = dict(out.get(w.name) or {})
+    result["loadavg_1m_at_start"] = loadavg()
+    if not args.skip_throughput:
+        result["throughput"] = throughput(w, args.objects)
+        print(json.dumps(result["throughput"], indent=1), flush=True)
+    if not args.skip_scheduler:
+        result["scheduler"] = scheduler_overhead(w, args.connectors)
+        print(json.dumps(result["scheduler"], indent=1), flush=True)
+    out[w.name] = result
+    RESULTS.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

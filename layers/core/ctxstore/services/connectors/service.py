@@ -1,0 +1,738 @@
+"""The connector service: what the `/connectors*` routes do, provider-neutral (providers come from bootstrap).
+
+Organisation isolation: every record lives in the caller's organisation partition, so another
+organisation's connector is looked up and not found, exactly like one that does not exist (404).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+from ctxstore.domain import connector_rules as rules
+from ctxstore.domain import metadata_schema as ms
+from ctxstore.domain.errors import ApiError, ErrorCode, invalid
+from ctxstore.domain.ingest_request import capped_object, json_object
+from ctxstore.domain.scopes import validate_collection_name, validate_database_name
+from ctxstore.ports.connector_provider import (
+    ConnectorProvider,
+    CredentialsRejected,
+    DiscoverPage,
+    ProviderContext,
+    ProviderError,
+    RateLimited,
+    RefreshRejected,
+    ResourceUnavailable,
+    SyncRequest,
+    TokenExpired,
+)
+from ctxstore.ports.records import ConditionFailed, Delete, Put
+from ctxstore.ports.work_queue import Job
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.connectors.credentials import ConnectorAuth, CredentialStore
+from ctxstore.services.connectors.dispatch import Dispatcher
+from ctxstore.services.connectors.scheduling import SyncScheduling, workflow_id
+from ctxstore.services.connectors.store import ConnectorStore
+from ctxstore.services.connectors.sync_run import SyncLimits, SyncRunner
+from ctxstore.services.connectors.views import (
+    ACTIVE,
+    INACTIVE,
+    connector_view,
+    first_sync_done,
+    is_active,
+    resource_view,
+    running,
+)
+from ctxstore.services.container import Container
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.ingest import IngestService
+from ctxstore.services.item_locks import ItemLocks
+from ctxstore.services.items import TERMINAL, ItemRef, ItemService
+from ctxstore.services.principal import Principal
+from ctxstore.services.sources import SourceService
+
+log = logging.getLogger("ctxstore.connectors")
+UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`
+MAX_DISCOVER_LIMIT = 100
+MAX_RESOURCES_PER_CONFIGURE = 1000
+AUTH_TYPES = ("api_token", "oauth")
+
+
+def _not_found(connector_id: str) -> ApiError:
+    return ApiError(ErrorCode.NOT_FOUND, f"connector '{connector_id}' not found")
+
+
+def provider_failure(provider: str, exc: ProviderError) -> ApiError:
+    """A provider error met while answering a request (create, discover, configure probes, PATCH)."""
+    if isinstance(exc, CredentialsRejected | TokenExpired | RefreshRejected):
+        return ApiError(ErrorCode.INVALID_INPUT, f"{provider} rejected the credentials: {exc}")
+    if isinstance(exc, ResourceUnavailable):
+        return ApiError(ErrorCode.INVALID_INPUT, f"{provider}: {exc}")
+    headers = {"Retry-After": str(max(1, int(exc.retry_after_s)))} if isinstance(exc, RateLimited) else {}
+    return ApiError(ErrorCode.PROVIDER_UNAVAILABLE, f"{provider} could not answer: {exc}", headers=headers)
+
+
+def _resource_id(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 512 or any(ord(c) < 32 for c in value):
+        raise invalid(f"'{where}' must be a non-empty string of at most 512 printable characters")
+    return value
+
+
+class ConnectorService:
+    def __init__(
+        self,
+        c: Container,
+        databases: DatabaseService,
+        ingest: IngestService,
+        sources: SourceService,
+        items: ItemService,
+    ) -> None:
+        self._c = c
+        self._databases = databases
+        self._items = items
+        self.providers: dict[str, ConnectorProvider] = dict(c.connector_providers)
+        self.store = ConnectorStore(c.records)
+        self.scheduling = SyncScheduling(c.queue, c.scheduler, c.clock)
+        o = c.options
+        self._stop = threading.Event()
+        self._creds = CredentialStore(c.records, c.vault, c.clock) if c.vault is not None else None
+        locks = ItemLocks(c.records, single_process=o.backend == "local")
+        self._auth = (
+            ConnectorAuth(self._creds, self.store, locks, c.clock, self._context_defaults)
+            if self._creds is not None
+            else None
+        )
+        self.limits = SyncLimits(
+            chunk_objects=max(1, o.connector_chunk_objects),
+            chunk_seconds=max(1.0, o.connector_chunk_seconds),
+            continue_after_s=max(0.0, o.connector_continue_after_s),
+            lease_s=o.connector_chunk_seconds + 2 * o.connector_max_wait_s + 4 * o.connector_http_timeout_s + 60,
+            single_process=o.backend == "local",
+        )
+        self.runner = (
+            SyncRunner(
+                self.store,
+                self._auth,
+                Dispatcher(self.store, ingest, sources),
+                self.providers,
+                c.clock,
+                self.limits,
+                self.scheduling.reschedule,
+                self._stop.is_set,
+            )
+            if self._auth is not None
+            else None
+        )
+
+    # ---- plumbing ---------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Wake any provider wait (rate-limit sleeps) so a shutting-down server does not sit them out."""
+        self._stop.set()
+
+    def _context_defaults(self, provider: str) -> dict[str, Any]:
+        o = self._c.options
+        base_url, token_url = o.connector_urls.get(provider, ("", ""))
+        return {
+            "base_url": base_url,
+            "token_url": token_url or None,
+            "sleep": self._stop.wait,
+            "now": self._c.clock.now,
+            "http_timeout_s": o.connector_http_timeout_s,
+            "max_wait_s": o.connector_max_wait_s,
+        }
+
+    def _bounds(self, provider: ConnectorProvider) -> tuple[int, int, int]:
+        """(default, min, max) sync_interval_seconds; the server may lower every provider's floor."""
+        i = provider.info
+        floor = self._c.options.connector_min_interval_s
+        low = min(i.min_sync_interval_s, floor) if floor > 0 else i.min_sync_interval_s
+        return i.default_sync_interval_s, low, i.max_sync_interval_s
+
+    def _ready(self) -> tuple[CredentialStore, ConnectorAuth]:
+        if self._creds is None or self._auth is None:
+            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "connectors are not configured on this deployment")
+        return self._creds, self._auth
+
+    def _provider(self, name: object, field: str = "provider") -> ConnectorProvider:
+        if not isinstance(name, str) or not name:
+            raise invalid(f"'{field}' is required: one of {', '.join(rules.PROVIDER_IDS)}")
+        provider = self.providers.get(name)
+        if provider is None:
+            if name in rules.PROVIDER_IDS:
+                raise invalid(f"provider '{name}' is not available on this server")
+            raise invalid(f"unknown provider '{name}'; expected one of {', '.join(rules.PROVIDER_IDS)}")
+        return provider
+
+    def _connector(self, principal: Principal, connector_id: str) -> Any:
+        rec = self.store.get(principal.org, connector_id)
+        if rec is None:
+            raise _not_found(connector_id)
+        return rec
+
+    def _call(self, provider: ConnectorProvider, fn: Any) -> Any:
+        try:
+            return fn()
+        except ProviderError as exc:
+            raise provider_failure(provider.info.provider, exc) from None
+
+    def _unindexed(self, org: str, c: dict[str, Any], now: float) -> bool:
+        at = c.get("last_dispatch_at")
+        if not isinstance(at, int | float) or now - at > UNINDEXED_CHECK_S:
+            return False
+        for ref in c.get("last_dispatched") or []:
+            rec = self._items.get(org, ItemRef(ref["database"], ref["collection"], "knowledge", ref["id"]))
+            if rec is not None and rec.data.get("status") not in TERMINAL:
+                return True
+        return False
+
+    def _view(self, org: str, rec: Any) -> dict[str, Any]:
+        now = self._c.clock.now()
+        resources = [r.data for r in self.store.resources(org, rec.sk)]
+        provider = self.providers.get(str(rec.data["provider"]))
+        bounds = self._bounds(provider)[1:] if provider else None
+        return connector_view(rec, resources, bounds, now, self._unindexed(org, rec.data, now))
+
+    def _check_target(self, principal: Principal, database: str, collection: str, where: str) -> None:
+        validate_database_name(database, f"{where}database")
+        validate_collection_name(collection, f"{where}collection")
+        self._databases.require(principal, database)
+
+    # ---- providers catalogue ---------------------------------------------------------------------
+    def catalogue(self, provider_id: str | None) -> dict[str, Any]:
+        if provider_id:
+            provider = self.providers.get(provider_id)
+            if provider is None:
+                raise ApiError(ErrorCode.NOT_FOUND, f"provider '{provider_id}' is not available on this server")
+            i = provider.info
+
+            def fields(items: Any) -> list[dict[str, Any]]:
+                return [
+                    {k: v for k, v in vars(f).items() if v is not None or k != "filter_key"}
+                    | {"filter_key": f.filter_key}
+                    for f in items
+                ]
+
+            return {
+                "provider": i.provider,
+                "display_name": i.display_name,
+                "category": i.category,
+                "connector_type": i.category,
+                "auth_types": list(i.auth_types),
+                "resource_types": list(i.resource_types),
+                "indexed_object_types": list(i.indexed_object_types),
+                "searchable_fields": fields(i.searchable_fields),
+                "filterable_fields": fields(i.filterable_fields),
+                "credential_schema": i.credential_schema,
+                "setup_guide": i.setup_guide,
+                "default_sync_interval_seconds": self._bounds(provider)[0],
+                "min_sync_interval_seconds": self._bounds(provider)[1],
+                "max_sync_interval_seconds": self._bounds(provider)[2],
+                "reconcile_window_seconds": i.reconcile_window_s,
+            }
+        return {
+            "providers": [
+                {
+                    "provider": e.provider,
+                    "category": e.category,
+                    "supported": e.provider in self.providers,
+                    "moveit_support": False,
+                    "is_alpha": False,
+                    "is_beta": False,
+                    "rank": e.rank,
+                }
+                for e in rules.CATALOGUE
+            ]
+        }
+
+    # ---- create / read / update / delete -----------------------------------------------------------
+    def create(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+        creds_store, _ = self._ready()
+        provider = self._provider(body.get("provider"))
+        info = provider.info
+        auth_type = body.get("auth_type") or ""
+        credentials = json_object(body.get("credentials"), "credentials")
+        if not credentials:
+            raise invalid('\'credentials\' is required (an object, e.g. {"access_token": "..."})')
+        if not auth_type:
+            auth_type = "oauth" if credentials.get("refresh_token") and "oauth" in info.auth_types else "api_token"
+        if auth_type not in info.auth_types:
+            raise invalid(f"'auth_type' must be one of {', '.join(info.auth_types)} for {info.provider}")
+        try:
+            credentials = provider.validate_credentials(auth_type, credentials)
+        except ValueError as exc:
+            raise invalid(f"credentials: {exc}") from None
+        instructions = rules.check_custom_instructions(body.get("custom_instructions"))
+        interval = rules.resolve_interval(
+            body.get("sync_interval_seconds"),
+            default_s=self._bounds(provider)[0],
+            min_s=self._bounds(provider)[1],
+            max_s=self._bounds(provider)[2],
+        )
+        name = body.get("name")
+        if name is not None and not isinstance(name, str):
+            raise invalid("'name' must be a string")
+        database = body.get("database")
+        if not database:
+            raise invalid("'database' is required")
+        collection = body.get("collection") or ""
+        self._check_target(principal, str(database), str(collection), "")
+        scope = body.get("provider_account_scope")
+        if scope is not None and (not isinstance(scope, str) or len(scope) > 256 or "\x1f" in scope):
+            raise invalid("'provider_account_scope' must be a string of at most 256 characters")
+        now = self._c.clock.now()
+        connector_id = f"conn_{uuid.uuid4().hex}"
+        ctx = ProviderContext(credentials=credentials, auth_type=auth_type, **self._context_defaults(info.provider))
+        account = self._call(provider, lambda: provider.account(ctx))
+        credentials = ctx.credentials  # as used (a provider may normalise)
+        scope = scope if scope else account.account_scope
+        data: dict[str, Any] = {
+            "connector_id": connector_id,
+            "provider": info.provider,
+            "name": name or f"{info.provider} {account.account_name or scope}".strip(),
+            "database": database,
+            "collection": collection,
+            "provider_account_scope": scope,
+            "auth_type": auth_type,
+            "account": {
+                "account_scope": account.account_scope,
+                "account_name": account.account_name,
+                "details": account.details,
+            },
+            "custom_instructions": instructions,
+            "sync_interval_seconds": interval,
+            "org_id": principal.org,
+            "user_id": principal.key_prefix,
+            "created_at": now,
+            "updated_at": now,
+            "next_sync_at": now + interval,
+            "sync_status": "idle",
+            "documents_dispatched": 0,
+            "sync_cycles_completed": 0,
+            "last_error": "",
+            "needs_reauth": False,
+            "sync_blocked": False,
+        }
+        ops: list[Put | Delete] = [
+            Put(rk.CONNECTOR_SCOPE, info.provider, scope, {"connector_id": connector_id}, if_absent=True),
+            creds_store.sealed_put(principal.org, connector_id, credentials, if_version=None),
+            Put(rk.CONNECTOR, "", connector_id, data, if_absent=True),
+        ]
+        try:
+            self._c.records.transact(principal.org, ops)
+        except ConditionFailed:
+            raise ApiError(
+                ErrorCode.CONFLICT,
+                f"a {info.provider} connector for account scope '{scope}' already exists in this organisation;"
+                " provider_account_scope must be distinct (objects of one scope share ids)",
+            ) from None
+        self.scheduling.reschedule(principal.org, data)
+        log.info("connector %s created (%s, scope %s)", connector_id, info.provider, scope)
+        return self._view(principal.org, self._connector(principal, connector_id))
+
+    def list_connectors(self, principal: Principal, provider: str | None) -> dict[str, Any]:
+        out = [
+            self._view(principal.org, rec)
+            for rec in self.store.connectors(principal.org)
+            if not provider or rec.data.get("provider") == provider
+        ]
+        return {"connectors": out}
+
+    def get(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+        return self._view(principal.org, self._connector(principal, connector_id))
+
+    def update(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        creds_store, _ = self._ready()
+        rec = self._connector(principal, connector_id)
+        c = rec.data
+        provider = self._provider(c["provider"])
+        info = provider.info
+        known = {"sync_interval_seconds", "credentials", "custom_instructions", "name"}
+        if not any(k in body and body[k] is not None for k in known):
+            raise invalid("nothing to update: send sync_interval_seconds, credentials, custom_instructions or name")
+        now = self._c.clock.now()
+        changes: dict[str, Any] = {}
+        if body.get("sync_interval_seconds") is not None:
+            interval = rules.resolve_interval(
+                body["sync_interval_seconds"],
+                default_s=self._bounds(provider)[0],
+                min_s=self._bounds(provider)[1],
+                max_s=self._bounds(provider)[2],
+            )
+            anchor = c.get("last_attempted_sync_at") or c.get("created_at") or now
+            changes["sync_interval_seconds"] = interval
+            if not c.get("sync_blocked"):  # a new cadence takes effect at once: re-anchor the next sync
+                changes["next_sync_at"] = max(now, float(anchor) + interval)
+        if "custom_instructions" in body and body["custom_instructions"] is not None:
+            changes["custom_instructions"] = rules.check_custom_instructions(body["custom_instructions"])
+        if body.get("name") is not None:
+            if not isinstance(body["name"], str):
+                raise invalid("'name' must be a string")
+            changes["name"] = body["name"]
+        credentials_updated = False
+        if body.get("credentials") is not None:
+            supplied = json_object(body["credentials"], "credentials")
+            stored, version = creds_store.load(principal.org, connector_id)
+            merged = {**stored, **supplied}
+            auth_type = str(c.get("auth_type") or "api_token")
+            try:
+                merged = provider.validate_credentials(auth_type, merged)
+            except ValueError as exc:
+                raise invalid(f"credentials: {exc}") from None
+            ctx = ProviderContext(credentials=merged, auth_type=auth_type, **self._context_defaults(info.provider))
+            account = self._call(provider, lambda: provider.account(ctx))
+            expected = (c.get("account") or {}).get("account_scope")
+            if expected and account.account_scope != expected:
+                raise ApiError(
+                    ErrorCode.INVALID_INPUT,
+                    f"these credentials belong to {info.provider} account '{account.account_scope}', not"
+                    f" '{expected}'; create another connector for another account",
+                )
+            try:
+                creds_store.save(principal.org, connector_id, ctx.credentials, if_version=version)
+            except ConditionFailed:
+                raise ApiError(
+                    ErrorCode.CONFLICT, "the stored credentials changed meanwhile (a token rotation); retry"
+                ) from None
+            credentials_updated = True
+            changes.update(needs_reauth=False, needs_reauth_at=None, needs_reauth_reason="")
+            if c.get("sync_blocked"):  # only a credential or config update clears it: sync soon
+                changes.update(sync_blocked=False, sync_blocked_at=None, sync_blocked_reason="", next_sync_at=now)
+
+        def apply(d: dict[str, Any]) -> dict[str, Any]:
+            return dict(d, **changes, updated_at=now)
+
+        updated = self.store.update(principal.org, connector_id, apply)
+        if updated is None:
+            raise _not_found(connector_id)
+        self.scheduling.reschedule(principal.org, updated.data)
+        d = updated.data
+        return {
+            "connector_id": connector_id,
+            "sync_interval_seconds": int(d["sync_interval_seconds"]),
+            "min_sync_interval_seconds": self._bounds(provider)[1],
+            "max_sync_interval_seconds": self._bounds(provider)[2],
+            "default_sync_interval_seconds": self._bounds(provider)[0],
+            "next_sync_at": self._view(principal.org, updated)["next_sync_at"],
+            "credentials_updated": credentials_updated,
+            "custom_instructions": d.get("custom_instructions") or "",
+            "name": d.get("name") or "",
+        }
+
+    def delete(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+        creds_store, _ = self._ready()
+        rec = self._connector(principal, connector_id)
+        org = principal.org
+        scope = str(rec.data.get("provider_account_scope") or "")
+        self.scheduling.cancel(org, connector_id)
+        # The connector record goes first: a sync running now stops at its next checkpoint (ConnectorGone).
+        self._c.records.transact(
+            org,
+            [
+                Delete(rk.CONNECTOR, "", connector_id),
+                Delete(rk.CONNECTOR_SCOPE, str(rec.data["provider"]), scope),
+            ],
+        )
+        creds_store.delete(org, connector_id)
+        for r in self.store.resources(org, connector_id):
+            self._c.records.delete(org, rk.CONNECTOR_RESOURCE, connector_id, r.sk)
+        self.store.drop_objects(org, connector_id)
+        log.info("connector %s deleted", connector_id)
+        return {"deleted": True, "connector_id": connector_id}
+
+    # ---- discovery ---------------------------------------------------------------------------------
+    @staticmethod
+    def _page_view(provider: str, page: DiscoverPage, paged: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "provider": provider,
+            "resources": [
+                {"id": r.resource_id, "name": r.name, "resource_type": r.resource_type, "metadata": r.metadata}
+                for r in page.resources
+            ],
+        }
+        if paged:
+            out["next_cursor"] = page.next_cursor
+            out["has_more"] = page.next_cursor is not None
+        return out
+
+    @staticmethod
+    def _limit(limit: int | None) -> int | None:
+        if limit is None:
+            return None
+        if limit < 1:
+            raise invalid("'limit' must be between 1 and 100")
+        return min(limit, MAX_DISCOVER_LIMIT)
+
+    def discover(
+        self, principal: Principal, connector_id: str, cursor: str | None, limit: int | None
+    ) -> dict[str, Any]:
+        _, auth = self._ready()
+        rec = self._connector(principal, connector_id)
+        provider = self._provider(rec.data["provider"])
+        n = self._limit(limit)
+        ctx = self._call(provider, lambda: auth.context(principal.org, rec.data, provider))
+        page = self._call(provider, lambda: provider.discover(ctx, cursor=cursor, limit=n))
+        return self._page_view(provider.info.provider, page, cursor is not None or limit is not None)
+
+    def preview(self, body: dict[str, Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
+        """Resources visible to credentials before any connector exists; nothing is stored (no token rotation)."""
+        provider = self._provider(body.get("provider"))
+        info = provider.info
+        credentials = json_object(body.get("credentials"), "credentials")
+        if not credentials:
+            raise invalid("'credentials' is required")
+        auth_type = body.get("auth_type") or "api_token"
+        if auth_type not in info.auth_types:
+            raise invalid(f"'auth_type' must be one of {', '.join(info.auth_types)} for {info.provider}")
+        try:
+            credentials = provider.validate_credentials(str(auth_type), credentials)
+        except ValueError as exc:
+            raise invalid(f"credentials: {exc}") from None
+        n = self._limit(limit)
+        ctx = ProviderContext(
+            credentials=credentials, auth_type=str(auth_type), **self._context_defaults(info.provider)
+        )
+        page = self._call(provider, lambda: provider.discover(ctx, cursor=cursor, limit=n))
+        return self._page_view(info.provider, page, cursor is not None or limit is not None)
+
+    # ---- resources -----------------------------------------------------------------------------------
+    def _resource_config(
+        self, principal: Principal, c: dict[str, Any], raw: dict[str, Any], where: str
+    ) -> dict[str, Any]:
+        resource_id = _resource_id(raw.get("resource_id"), f"{where}resource_id")
+        database = raw.get("database") or ""
+        collection = raw.get("collection") or ""
+        if database or collection:
+            self._check_target(principal, str(database or c["database"]), str(collection), where)
+        metadata = capped_object(raw.get("metadata"), f"{where}metadata", rules.RESOURCE_METADATA_CAP)
+        additional = capped_object(
+            raw.get("additional_metadata"),
+            f"{where}additional_metadata",
+            rules.RESOURCE_ADDITIONAL_METADATA_CAP,
+        )
+        schema = self._databases.schema(principal, str(database or c["database"]))
+        declared = {f.name for f in schema}
+        system = {"provider": c["provider"], "connector_id": c["connector_id"]}
+        # Declared keys must fit their types (undeclared ones are stored, not filterable).
+        ms.validate_metadata(
+            schema, {k: v for k, v in {**metadata, **system}.items() if k in declared}, f"{where}metadata"
+        )
+        sync_mode = raw.get("sync_mode") or "rescan"
+        if sync_mode not in rules.SYNC_MODES:
+            raise invalid(f"'{where}sync_mode' must be 'rescan' or 'new_only'")
+        out: dict[str, Any] = {
+            "resource_id": resource_id,
+            "resource_type": raw.get("resource_type") or "",
+            "name": raw.get("name") or "",
+            "database_override": database,
+            "collection_override": collection,
+            "metadata": metadata,
+            "additional_metadata": additional,
+            "sync_mode": sync_mode,
+        }
+        if "custom_instructions" in raw and raw["custom_instructions"] is not None:
+            out["custom_instructions"] = rules.check_custom_instructions(
+                raw["custom_instructions"], f"{where}custom_instructions"
+            )
+        return out
+
+    def _save_resource(
+        self, org: str, connector_id: str, cfg: dict[str, Any], lookback_days: int | None, chunk_interval: int | None
+    ) -> dict[str, Any]:
+        """Create or reconfigure one resource, active; its checkpoint and cursor are kept."""
+        now = self._c.clock.now()
+        existing = self.store.resource(org, connector_id, cfg["resource_id"])
+        data: dict[str, Any] = dict(existing.data) if existing else {"created_at": now, "checkpoint": None}
+        data.update(cfg, status=ACTIVE, updated_at=now, configured_at=now)
+        if existing is not None and "custom_instructions" not in cfg:
+            data["custom_instructions"] = existing.data.get("custom_instructions")
+        elif "custom_instructions" not in cfg:
+            data["custom_instructions"] = None
+        # lookback_days counts for the first sync only; until that starts it may still be changed.
+        if not first_sync_done(data) and (lookback_days is not None or "lookback_days" not in data):
+            data["lookback_days"] = lookback_days if lookback_days is not None else rules.DEFAULT_LOOKBACK_DAYS
+            if data.get("checkpoint") is None:
+                data["first_sync_start"] = None
+        if chunk_interval is not None:
+            data["backfill_chunk_interval_seconds"] = chunk_interval
+        if data.get("last_status") == "error":
+            data["last_status"], data["last_error"] = None, ""
+        self.store.put_resource(org, connector_id, cfg["resource_id"], data)
+        return data
+
+    def _probe(
+        self, provider: ConnectorProvider, ctx: ProviderContext, resource: dict[str, Any], lookback_days: int
+    ) -> str | None:
+        """None when the resource would produce something; else why it is a warning."""
+        name = resource.get("name") or resource["resource_id"]
+        request = SyncRequest(
+            resource_id=resource["resource_id"],
+            resource_type=resource.get("resource_type") or "",
+            checkpoint=None,
+            start=self._c.clock.now() - lookback_days * 86400,
+            resource_metadata=dict(resource.get("provider_metadata") or {}),
+        )
+        try:
+            if provider.probe(ctx, request):
+                return None
+            return f"resource '{name}' ({resource['resource_id']}) produced nothing when probed"
+        except (ResourceUnavailable, CredentialsRejected) as exc:
+            raise provider_failure(provider.info.provider, exc) from None
+        except ProviderError as exc:
+            return f"resource '{name}' ({resource['resource_id']}) could not be probed: {exc}"
+
+    def _discovered(self, provider: ConnectorProvider, ctx: ProviderContext) -> dict[str, Any]:
+        """Resource facts by id, from one discover call (used to fill names, types and provider metadata)."""
+        try:
+            page = provider.discover(ctx)
+        except ProviderError:
+            return {}
+        return {r.resource_id: r for r in page.resources}
+
+    def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        _, auth = self._ready()
+        rec = self._connector(principal, connector_id)
+        c = rec.data
+        provider = self._provider(c["provider"])
+        raw_resources = body.get("resources")
+        if not isinstance(raw_resources, list) or not raw_resources:
+            raise invalid("'resources' must be a non-empty list of resources from the discover operation")
+        if len(raw_resources) > MAX_RESOURCES_PER_CONFIGURE:
+            raise invalid(f"at most {MAX_RESOURCES_PER_CONFIGURE} resources per configure")
+        if body.get("table_configs"):
+            raise invalid("'table_configs' is accepted only for connectors whose engine reads them (not classic)")
+        lookback = rules.check_lookback_days(body.get("lookback_days"))
+        chunk_interval = body.get("backfill_chunk_interval_seconds")
+        if chunk_interval is not None and (
+            not isinstance(chunk_interval, int) or isinstance(chunk_interval, bool) or not 0 <= chunk_interval <= 604800
+        ):
+            raise invalid("'backfill_chunk_interval_seconds' must be an integer from 0 to 604800")
+        configs: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for i, raw in enumerate(raw_resources):
+            cfg = self._resource_config(principal, c, json_object(raw, f"resources[{i}]"), f"resources[{i}].")
+            if cfg["resource_id"] in seen:
+                raise invalid(f"resource '{cfg['resource_id']}' is listed twice")
+            seen.add(cfg["resource_id"])
+            configs.append(cfg)
+        ctx = self._call(provider, lambda: auth.context(principal.org, c, provider))
+        known = self._discovered(provider, ctx)
+        warnings: list[str] = []
+        for cfg in configs:
+            found = known.get(cfg["resource_id"])
+            if found is not None:
+                cfg["resource_type"] = cfg["resource_type"] or found.resource_type
+                cfg["name"] = cfg["name"] or found.name
+                cfg["provider_metadata"] = dict(found.metadata)
+            elif known:
+                warnings.append(f"resource '{cfg['resource_id']}' was not among the discovered resources")
+            existing = self.store.resource(principal.org, connector_id, cfg["resource_id"])
+            if existing is None or not first_sync_done(existing.data):
+                warning = self._probe(provider, ctx, cfg, lookback)
+                if warning:
+                    warnings.append(warning)
+        for cfg in configs:
+            self._save_resource(principal.org, connector_id, cfg, lookback, chunk_interval)
+        for r in self.store.resources(principal.org, connector_id):  # the selection replaces the active set
+            if r.sk not in seen and is_active(r.data):
+                self.store.update_resource(principal.org, connector_id, r.sk, lambda d: dict(d, status=INACTIVE))
+        now = self._c.clock.now()
+        run_id = self.scheduling.enqueue(principal.org, connector_id, "configure")
+
+        def configured(d: dict[str, Any]) -> dict[str, Any]:
+            d = dict(d, updated_at=now, sync_blocked=False, sync_blocked_at=None, sync_blocked_reason="")
+            if run_id is not None or not running(d, now):
+                d["next_sync_at"] = now  # configure starts a sync (or the running one continues with them)
+            return d
+
+        updated = self.store.update(principal.org, connector_id, configured)
+        if updated is not None and run_id is None:
+            self.scheduling.reschedule(principal.org, updated.data)
+        resources = [r.data for r in self.store.resources(principal.org, connector_id) if is_active(r.data)]
+        backfill = any(not first_sync_done(r) for r in resources)
+        return {
+            "connector_id": connector_id,
+            "configured": len(configs),
+            "backfill": backfill,
+            "lookback_days": lookback,
+            "next_sync_at": self._view(principal.org, updated)["next_sync_at"] if updated else None,
+            "run_id": run_id,
+            "message": (
+                f"{len(configs)} resource(s) configured; the first sync has started"
+                if backfill
+                else f"{len(configs)} resource(s) configured; cursors kept, syncing incrementally"
+            ),
+            "warnings": warnings,
+        }
+
+    def list_resources(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+        rec = self._connector(principal, connector_id)
+        return {
+            "resources": [resource_view(rec.data, r.data) for r in self.store.resources(principal.org, connector_id)]
+        }
+
+    def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._ready()
+        rec = self._connector(principal, connector_id)
+        c = rec.data
+        filters = json_object(body.get("filters"), "filters")
+        raw = {
+            "resource_id": body.get("resource_id"),
+            "resource_type": body.get("resource_type"),
+            "name": body.get("display_name") or body.get("name"),
+            "database": body.get("database_override"),
+            "collection": body.get("collection_override"),
+            "metadata": body.get("metadata"),
+            "additional_metadata": body.get("additional_metadata"),
+            "sync_mode": body.get("sync_mode") or filters.get("sync_mode"),
+            "custom_instructions": body.get("custom_instructions"),
+        }
+        cfg = self._resource_config(principal, c, raw, "")
+        cfg["provider_metadata"] = json_object(body.get("provider_metadata"), "provider_metadata")
+        lookback = filters.get("lookback_days", body.get("lookback_days"))
+        data = self._save_resource(
+            principal.org,
+            connector_id,
+            cfg,
+            rules.check_lookback_days(lookback) if lookback is not None else None,
+            None,
+        )
+        now = self._c.clock.now()
+        if not first_sync_done(data) and self.scheduling.enqueue(principal.org, connector_id, "resource") is not None:
+            self.store.update(principal.org, connector_id, lambda d: dict(d, next_sync_at=now))
+        return resource_view(c, data)
+
+    def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> dict[str, Any]:
+        self._connector(principal, connector_id)
+        if self.store.resource(principal.org, connector_id, resource_id) is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"resource '{resource_id}' is not configured on this connector")
+        self._c.records.delete(principal.org, rk.CONNECTOR_RESOURCE, connector_id, resource_id)
+        self.store.drop_objects(principal.org, connector_id, resource_id)
+        return {"connector_id": connector_id, "deleted": True, "resource_id": resource_id}
+
+    # ---- syncing -------------------------------------------------------------------------------------
+    def trigger_sync(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+        self._ready()
+        rec = self._connector(principal, connector_id)
+        if rec.data.get("sync_blocked"):
+            raise ApiError(
+                ErrorCode.CONFLICT,
+                f"the connector is sync_blocked ({rec.data.get('sync_blocked_reason') or 'credentials rejected'});"
+                " update its credentials with PATCH first",
+            )
+        if not any(is_active(r.data) for r in self.store.resources(principal.org, connector_id)):
+            raise ApiError(ErrorCode.CONFLICT, "the connector has no active resources; configure it first")
+        run_id = self.scheduling.enqueue(principal.org, connector_id, "manual")
+        if run_id is None:
+            raise ApiError(ErrorCode.CONFLICT, "a sync of this connector is already queued or running")
+        return {"run_id": run_id, "workflow_id": workflow_id(connector_id)}
+
+    def run_job(self, job: Job) -> str:
+        """The `connectors` queue handler: one chunk of one connector's sync."""
+        if self.runner is None:
+            return "unconfigured"
+        p = job.payload
+        return self.runner.run(
+            job.org, str(p["connector_id"]), str(p.get("run_id") or job.lease_token), str(p.get("trigger") or "")
+        )

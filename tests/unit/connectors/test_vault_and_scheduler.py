@@ -1,0 +1,48 @@
+"""Local adapters of the connector machinery: the AES-GCM credential vault and the SQLite scheduler."""
+
+from __future__ import annotations
+
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxstore.adapters.local.aesgcm_vault import AesGcmVault
+from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
+from ctxstore.ports.credential_vault import VaultError
+
+
+def test_vault_key_is_private_and_ciphertexts_are_bound_to_their_connector(tmp_path: Path) -> None:
+    key = tmp_path / "connector_credentials.key"
+    vault = AesGcmVault(key)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    sealed = vault.seal("org1", "conn_a", b'{"access_token":"xoxb-secret"}')
+    assert b"xoxb-secret" not in sealed.encode()
+    assert AesGcmVault(key).open("org1", "conn_a", sealed) == b'{"access_token":"xoxb-secret"}'  # survives restart
+    for org, owner in (("org2", "conn_a"), ("org1", "conn_b")):
+        with pytest.raises(VaultError):
+            vault.open(org, owner, sealed)
+    with pytest.raises(VaultError):
+        vault.open("org1", "conn_a", sealed[:-4] + "AAAA")
+    key.chmod(0o644)  # loosened by hand: narrowed again on load
+    AesGcmVault(key)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_scheduler_hands_out_due_schedules_once_per_interval_and_survives_reopen(tmp_path: Path) -> None:
+    db = SqliteDb(tmp_path / "records.db")
+    s = SqliteScheduler(db)
+    now = time.time()
+    s.upsert("o1", "c1", every_s=60, next_at=now - 1, payload={"connector_id": "c1"})
+    s.upsert("o2", "c1", every_s=60, next_at=now + 30, payload={"connector_id": "c1"})
+    [due] = s.due(now)
+    assert (due.org, due.schedule_id, due.payload) == ("o1", "c1", {"connector_id": "c1"})
+    assert s.due(now) == []  # advanced by its interval as it was handed out
+    assert s.next_at("o1", "c1") == pytest.approx(now + 60)
+    db.close()
+    s2 = SqliteScheduler(SqliteDb(tmp_path / "records.db"))
+    assert sorted(d.org for d in s2.due(now + 61)) == ["o1", "o2"]  # earliest first
+    assert s2.cancel("o1", "c1") is True and s2.cancel("o1", "c1") is False
+    assert s2.count() == 1
