@@ -1,0 +1,284 @@
+"""One GitHub API session on githubkit: auth (PAT or a rotating OAuth token), GETs, and the error policy.
+
+Why these choices:
+- Calls go through ``GitHub.request`` (githubkit's core: auth flow, base URL, rate-limit detection, typed
+  errors) rather than the generated ``rest.*`` methods, because those send ``since`` as ``str(datetime)``
+  (``2026-01-01 00:00:00+00:00``) where GitHub documents ``YYYY-MM-DDTHH:MM:SSZ``, and because validating
+  100 full pydantic ``Issue`` models per page costs more than the mapping that reads a dozen fields.
+- githubkit's ``auto_retry`` is off: it sleeps with ``time.sleep`` (invisible to the service, not
+  interruptible) and retries 5xx three times with no bound against ``max_wait_s``. Waits here go through
+  ``ctx.sleep`` and never exceed ``ctx.max_wait_s``; a longer requested wait is ``RateLimited``.
+- The hishel HTTP cache is off: ETags are kept in the sync checkpoint instead (they must survive a
+  restart), and a cache would turn GitHub's 304 back into a 200 the sync could not tell apart.
+- OAuth refresh talks to ``ctx.token_url`` itself (githubkit derives the token URL from the API base and has
+  no hook to persist a rotated refresh token); the rotated set is saved through ``ctx.save_credentials``
+  before the new access token is used.
+
+Error mapping (never an SDK exception out of here): 401 -> ``CredentialsRejected`` (after one refresh for
+OAuth); 403 without ``x-ratelimit-remaining: 0`` / ``retry-after`` -> ``CredentialsRejected``; primary
+(403/429 + remaining 0) and secondary (``retry-after``) rate limits -> wait within bound, else
+``RateLimited``; 404/410 -> the caller's ``missing`` error (``ResourceUnavailable`` for a repo); 5xx,
+timeouts and connection failures -> two short retries, then ``TransientProviderError``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from githubkit import BaseAuthStrategy, GitHub, GitHubCore
+from githubkit.exception import GitHubException, RequestError, RequestFailed, RequestTimeout
+
+from ctxstore.ports.connector_provider import (
+    CredentialsRejected,
+    ProviderContext,
+    ProviderError,
+    RateLimited,
+    RefreshRejected,
+    ResourceUnavailable,
+    TransientProviderError,
+)
+
+API_VERSION = "2022-11-28"  # the REST version GitHub serves to every client; Enterprise Server knows it too
+USER_AGENT = "ctxstore-connector"
+DEFAULT_TOKEN_URL = "https://github.com/login/oauth/access_token"
+REFRESH_MARGIN_S = 60.0  # refresh an OAuth access token this long before it expires
+SERVER_RETRIES = 2  # extra attempts after a 5xx or timeout, with 1 s then 2 s between them
+RATE_LIMIT_WAITS = 3  # rate-limit waits sat out within one request before giving up with RateLimited
+DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
+# Refresh grant errors that mean "this grant is dead: the user must authorise again".
+REJECTED_GRANTS = frozenset({"bad_refresh_token", "invalid_grant", "expired_token", "invalid_refresh_token"})
+# Errors that mean the connector's OAuth app settings (client id / secret) are wrong: fixed by a credential update.
+BAD_CLIENT = frozenset({"incorrect_client_credentials", "invalid_client", "unauthorized_client"})
+_LINK_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int  # 200, or 304 for a conditional request that matched
+    data: Any  # parsed JSON; None on 304
+    etag: str | None
+    next_page: int | None  # the `page` of the Link rel="next" URL
+
+
+class _LiveToken(BaseAuthStrategy):
+    """Reads the session's current token on every request, so a refresh applies to the open client."""
+
+    def __init__(self, session: GitHubSession) -> None:
+        self._session = session
+
+    def get_auth_flow(self, github: GitHubCore[Any]) -> httpx.Auth:
+        session = self._session
+
+        class _Flow(httpx.Auth):
+            def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+                request.headers["Authorization"] = f"token {session.access_token}"
+                yield request
+
+        return _Flow()
+
+
+class GitHubSession:
+    """Use as a context manager to keep one HTTP connection pool for a whole sync."""
+
+    def __init__(self, ctx: ProviderContext) -> None:
+        self._ctx = ctx
+        self._creds = dict(ctx.credentials)
+        self._gh: GitHub[_LiveToken] = GitHub(
+            _LiveToken(self),
+            base_url=ctx.base_url,
+            user_agent=USER_AGENT,
+            timeout=ctx.http_timeout_s,
+            http_cache=False,
+            auto_retry=False,
+        )
+
+    def __enter__(self) -> GitHubSession:
+        self._gh.__enter__()  # type: ignore[no-untyped-call]  # githubkit leaves __enter__ unannotated
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._gh.__exit__()
+
+    @property
+    def access_token(self) -> str:
+        return str(self._creds.get("api_token") or self._creds.get("access_token") or "")
+
+    # ---- requests ---------------------------------------------------------------------------------
+
+    def get(
+        self,
+        path: str,
+        params: dict[str, str | int] | None = None,
+        *,
+        etag: str | None = None,
+        missing: type[ProviderError] = ResourceUnavailable,
+    ) -> Reply:
+        """GET a path under the API base; ``etag`` makes it conditional (a 304 costs no rate limit)."""
+        self._refresh_if_expiring()
+        headers = {"X-GitHub-Api-Version": API_VERSION}
+        if etag:
+            headers["If-None-Match"] = etag
+        waits = server_retries = 0
+        refreshed_after_401 = False
+        while True:
+            try:
+                response = self._gh.request("GET", path, params=params, headers=headers)
+            except RequestFailed as exc:
+                raw = exc.response.raw_response
+                wait = self._rate_limit_wait(raw)
+                if wait is not None:
+                    if wait > self._ctx.max_wait_s or waits >= RATE_LIMIT_WAITS:
+                        raise RateLimited(
+                            f"GitHub rate limit on GET {path}: retry in {math.ceil(wait)} s", retry_after_s=wait
+                        ) from None
+                    waits += 1
+                    self._ctx.sleep(wait)
+                    continue
+                status = raw.status_code
+                if status == 401 and self._can_refresh() and not refreshed_after_401:
+                    refreshed_after_401 = True  # the access token may have been revoked early: one refresh
+                    self._refresh()
+                    continue
+                if status >= 500 and server_retries < SERVER_RETRIES:
+                    server_retries += 1
+                    self._ctx.sleep(float(server_retries))
+                    continue
+                raise self._error_for(status, raw, path, missing) from None
+            except RequestTimeout:
+                if server_retries < SERVER_RETRIES:
+                    server_retries += 1
+                    self._ctx.sleep(float(server_retries))
+                    continue
+                raise TransientProviderError(f"GitHub timed out on GET {path}") from None
+            except RequestError as exc:
+                if server_retries < SERVER_RETRIES:
+                    server_retries += 1
+                    self._ctx.sleep(float(server_retries))
+                    continue
+                raise TransientProviderError(f"GitHub unreachable on GET {path}: {type(exc.exc).__name__}") from None
+            except GitHubException as exc:
+                raise ProviderError(f"GitHub client error on GET {path}: {type(exc).__name__}") from None
+            raw = response.raw_response
+            if raw.status_code == 304:
+                return Reply(304, None, raw.headers.get("etag"), None)
+            try:
+                data = raw.json()
+            except ValueError:
+                raise TransientProviderError(f"GitHub sent a body that is not JSON on GET {path}") from None
+            return Reply(raw.status_code, data, raw.headers.get("etag"), _next_page(raw.headers.get("link")))
+
+    def _rate_limit_wait(self, raw: httpx.Response) -> float | None:
+        """Seconds GitHub asks to wait, or None when the response is not a rate limit."""
+        headers = raw.headers
+        if raw.status_code not in (403, 429):
+            return None
+        retry_after = headers.get("retry-after")
+        if retry_after is not None:
+            try:
+                return max(0.0, float(retry_after))
+            except ValueError:
+                return DEFAULT_LIMIT_WAIT_S
+        if headers.get("x-ratelimit-remaining") == "0":
+            reset = headers.get("x-ratelimit-reset")
+            try:
+                return max(1.0, float(reset) - self._ctx.now() + 1.0) if reset else DEFAULT_LIMIT_WAIT_S
+            except ValueError:
+                return DEFAULT_LIMIT_WAIT_S
+        if raw.status_code == 429:
+            return DEFAULT_LIMIT_WAIT_S
+        return None
+
+    @staticmethod
+    def _error_for(status: int, raw: httpx.Response, path: str, missing: type[ProviderError]) -> ProviderError:
+        try:
+            body = raw.json()
+            message = str(body.get("message", "")) if isinstance(body, dict) else ""
+        except ValueError:
+            message = ""
+        detail = f"GitHub answered {status} on GET {path}" + (f": {message}" if message else "")
+        if status == 401:
+            return CredentialsRejected(detail)
+        if status == 403:
+            return CredentialsRejected(detail + " (missing scope or no access)")
+        if status in (404, 410):
+            return missing(detail)
+        if status >= 500:
+            return TransientProviderError(detail)
+        return ProviderError(detail)
+
+    # ---- OAuth ------------------------------------------------------------------------------------
+
+    def _can_refresh(self) -> bool:
+        return self._ctx.auth_type == "oauth" and bool(self._creds.get("refresh_token"))
+
+    def _refresh_if_expiring(self) -> None:
+        if not self._can_refresh():
+            return
+        expires_at = self._creds.get("expires_at")
+        expiring = isinstance(expires_at, int | float) and self._ctx.now() >= float(expires_at) - REFRESH_MARGIN_S
+        if not self._creds.get("access_token") or expiring:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Exchange the refresh token (GitHub rotates it: the old one dies) and persist the new set first."""
+        url = self._ctx.token_url or DEFAULT_TOKEN_URL
+        form = {
+            "client_id": str(self._creds.get("client_id", "")),
+            "client_secret": str(self._creds.get("client_secret", "")),
+            "grant_type": "refresh_token",
+            "refresh_token": str(self._creds["refresh_token"]),
+        }
+        try:
+            response = httpx.post(
+                url,
+                data=form,
+                headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+                timeout=self._ctx.http_timeout_s,
+            )
+        except httpx.TimeoutException:
+            raise TransientProviderError("GitHub token endpoint timed out") from None
+        except httpx.HTTPError as exc:
+            raise TransientProviderError(f"GitHub token endpoint unreachable: {type(exc).__name__}") from None
+        if response.status_code >= 500:
+            raise TransientProviderError(f"GitHub token endpoint answered {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise TransientProviderError(
+                f"GitHub token endpoint answered {response.status_code} without JSON"
+            ) from None
+        error = str(body.get("error", "")) if isinstance(body, dict) else "malformed"
+        if error in REJECTED_GRANTS:
+            raise RefreshRejected(f"GitHub rejected the refresh token ({error}): authorise the connector again")
+        if error in BAD_CLIENT:
+            raise CredentialsRejected(f"GitHub rejected the OAuth app credentials ({error})")
+        if error or not isinstance(body, dict) or not body.get("access_token"):
+            raise ProviderError(f"GitHub token endpoint refused the refresh ({error or response.status_code})")
+        now = self._ctx.now()
+        rotated = {**self._creds, "access_token": str(body["access_token"])}
+        if body.get("refresh_token"):
+            rotated["refresh_token"] = str(body["refresh_token"])
+        for field, lifetime in (("expires_at", "expires_in"), ("refresh_token_expires_at", "refresh_token_expires_in")):
+            if body.get(lifetime) is not None:
+                rotated[field] = now + float(body[lifetime])
+            else:
+                rotated.pop(field, None)
+        # Persist before use: the old refresh token is already dead at GitHub.
+        self._ctx.save_credentials(rotated)
+        self._creds = rotated
+        self._ctx.credentials = rotated
+
+
+def _next_page(link: str | None) -> int | None:
+    if not link:
+        return None
+    match = _LINK_NEXT.search(link)
+    if not match:
+        return None
+    page = httpx.URL(match.group(1)).params.get("page")
+    return int(page) if page and page.isdigit() else None
