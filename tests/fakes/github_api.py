@@ -29,7 +29,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -558,7 +558,7 @@ class _Handler(BaseHTTPRequestHandler):
             repos = sorted(
                 (r for r in fake.repos.values() if token.login in r.members), key=lambda r: r.full_name.lower()
             )
-            return self._page(path, query, [self._repo(r) for r in repos], default_per_page=30)
+            return self._page(path, query, repos, self._repo, default_per_page=30)
         match = re.fullmatch(r"/repos/([^/]+)/([^/]+)(/.*)?", path)
         if not match:
             return 404, {}, {"message": "Not Found"}
@@ -573,11 +573,10 @@ class _Handler(BaseHTTPRequestHandler):
         if rest == "/issues":
             return self._list_issues(path, query, repo)
         if rest == "/issues/comments":
-            items = [self._comment(repo, c) for c in repo.comments.values()]
-            return self._list_comments(path, query, items)
+            return self._list_comments(path, query, list(repo.comments.values()), lambda c: self._comment(repo, c))
         if rest == "/pulls/comments":
-            items = [self._review_comment(repo, c) for c in repo.review_comments.values()]
-            return self._list_comments(path, query, items)
+            comments = list(repo.review_comments.values())
+            return self._list_comments(path, query, comments, lambda c: self._review_comment(repo, c))
         issue_match = re.fullmatch(r"/issues/(\d+)", rest)
         if issue_match:
             issue = repo.issues.get(int(issue_match.group(1)))
@@ -604,36 +603,44 @@ class _Handler(BaseHTTPRequestHandler):
         if key is None:
             return 422, {}, {"message": "Validation Failed"}
         issues.sort(key=lambda i: (getattr(i, key), i.number), reverse=query.get("direction", "desc") == "desc")
-        return self._page(path, query, [self._issue(repo, i) for i in issues])
+        return self._page(path, query, issues, lambda i: self._issue(repo, i))
 
     def _list_comments(
-        self, path: str, query: dict[str, str], items: list[dict[str, Any]]
+        self, path: str, query: dict[str, str], items: list[Any], render: Callable[[Any], dict[str, Any]]
     ) -> tuple[int, dict[str, str], Any]:
+        """Issue or review comments (both have id, created_at, updated_at)."""
         try:
             since = parse_iso(query["since"]) if "since" in query else None
         except ValueError:
             return 422, {}, {"message": "Validation Failed", "errors": [{"field": "since", "code": "invalid"}]}
         if since is not None:
-            items = [c for c in items if parse_iso(c["updated_at"]) >= since]
+            items = [c for c in items if c.updated_at >= since]
         if "sort" in query:  # without sort: ascending id; with it, direction defaults to desc
             field_name = {"created": "created_at", "updated": "updated_at"}.get(query["sort"])
             if field_name is None:
                 return 422, {}, {"message": "Validation Failed"}
-            items.sort(key=lambda c: (c[field_name], c["id"]), reverse=query.get("direction", "desc") == "desc")
+            items.sort(key=lambda c: (getattr(c, field_name), c.id), reverse=query.get("direction", "desc") == "desc")
         else:
-            items.sort(key=lambda c: c["id"])
-        return self._page(path, query, items)
+            items.sort(key=lambda c: c.id)
+        return self._page(path, query, items, render)
 
     def _page(
-        self, path: str, query: dict[str, str], items: list[dict[str, Any]], *, default_per_page: int = 30
+        self,
+        path: str,
+        query: dict[str, str],
+        items: list[Any],
+        render: Callable[[Any], dict[str, Any]],
+        *,
+        default_per_page: int = 30,
     ) -> tuple[int, dict[str, str], Any]:
+        """One page of `items` (already filtered and sorted), rendered to JSON, with GitHub's Link header."""
         try:
             per_page = min(100, max(1, int(query.get("per_page", default_per_page))))
             page = max(1, int(query.get("page", 1)))
         except ValueError:
             return 422, {}, {"message": "Validation Failed"}
         last = max(1, -(-len(items) // per_page))
-        chunk = items[(page - 1) * per_page : page * per_page]
+        chunk = [render(item) for item in items[(page - 1) * per_page : page * per_page]]
         host = self.headers.get("host") or f"127.0.0.1:{self.github.port}"
 
         def url(p: int) -> str:
