@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.github_api import FakeGitHub, seed_large_repo
+
 from ctxstore.connectors.github import build_provider
 from ctxstore.connectors.github_sync import PER_PAGE, iso
 from ctxstore.ports.connector_provider import Checkpoint, ProviderContext, SyncedObject, SyncRequest
-from tests.fakes.github_api import FakeGitHub, seed_large_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO, TOKEN = "bench/big", "ghp_bench"
@@ -31,7 +32,9 @@ def load1() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def timed_sync(ctx: ProviderContext, checkpoint: dict[str, Any] | None, start: float) -> tuple[float, int, dict[str, Any]]:
+def timed_sync(
+    ctx: ProviderContext, checkpoint: dict[str, Any] | None, start: float
+) -> tuple[float, int, dict[str, Any]]:
     t0 = time.perf_counter()
     count, state = 0, None
     for event in build_provider().sync(ctx, SyncRequest(REPO, "repo", checkpoint, start)):

@@ -71,6 +71,7 @@ class FakeIssue:
     updated_at: int
     is_pull_request: bool
     closed_at: int | None = None
+    merged_at: int | None = None
     deleted: bool = False
     comments: int = 0
 
@@ -308,6 +309,12 @@ class FakeGitHub:
                 issue.labels = list(labels)
             issue.updated_at = self.now
 
+    def merge_pull_request(self, full_name: str, number: int) -> None:
+        with self.lock:
+            pull = self.repos[full_name].issues[number]
+            assert pull.is_pull_request
+            pull.state, pull.closed_at, pull.merged_at, pull.updated_at = "closed", self.now, self.now, self.now
+
     def delete_issue(self, full_name: str, number: int) -> None:
         """GitHub deletes without a tombstone: gone from lists; the single GET answers 410."""
         with self.lock:
@@ -393,11 +400,12 @@ class FakeGitHub:
         """The next matching requests hang for `seconds` of wall time, then answer 504 (a client timeout first)."""
         self.fail_next(504, times=times, path_contains=path_contains, stall_s=seconds)
 
-    def secondary_rate_limit(self, retry_after: int, *, times: int = 1, status: int = 429) -> None:
+    def secondary_rate_limit(self, retry_after: int | None, *, times: int = 1, status: int = 429) -> None:
+        """GitHub's secondary limit: 429 or 403, with ``retry-after`` or (None) only its message."""
         self.fail_next(
             status,
             times=times,
-            headers={"retry-after": str(retry_after)},
+            headers={} if retry_after is None else {"retry-after": str(retry_after)},
             body={
                 "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
             },
@@ -773,7 +781,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "html_url": data["html_url"],
                 "diff_url": data["html_url"] + ".diff",
                 "patch_url": data["html_url"] + ".patch",
-                "merged_at": None,
+                "merged_at": iso(issue.merged_at) if issue.merged_at else None,
             }
         return data
 

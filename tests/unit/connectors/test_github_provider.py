@@ -203,6 +203,7 @@ def test_second_sync_is_incremental_with_overlap_and_conditional_requests(
     new_comment = fake.add_comment(REPO, ids["pr"], "Merged, thanks.")
     fake.edit_comment(REPO, ids["comment"], "Reproduced on 2.1 too.")
     new_issue = fake.add_issue(REPO, "Docs typo")
+    fake.merge_pull_request(REPO, ids["pr"])
     fourth = list(provider.sync(ctx, request(last_state(third), 0)))
     got = by_id(fourth)
     assert set(got) == {
@@ -213,6 +214,8 @@ def test_second_sync_is_incremental_with_overlap_and_conditional_requests(
         f"{REPO}#issuecomment-{ids['comment']}",
     }
     assert "closed" in got[f"{REPO}#{ids['old_issue']}"].text
+    assert got[f"{REPO}#{ids['pr']}"].native_fields["github_merged"] is True
+    assert "closed (merged)" in got[f"{REPO}#{ids['pr']}"].text
     assert got[f"{REPO}#issuecomment-{ids['comment']}"].text.endswith("Reproduced on 2.1 too.")
     assert len(objects(fourth)) == len(got)  # each once
     # The ETag of the unchanged review-comment stream still matched: 304.
@@ -388,6 +391,18 @@ def test_secondary_rate_limit_is_waited_out_within_bound(
     events = list(provider.sync(harness.ctx({"api_token": "ghp_owner"}, max_wait_s=60), request(None, 0)))
     assert len(by_id(events)) == 6
     assert harness.sleeps == [30.0]
+
+
+def test_secondary_rate_limit_without_headers_waits_a_minute(
+    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+) -> None:
+    seed_small_repo(fake, REPO)
+    fake.secondary_rate_limit(None, status=403)  # only the message says it is a limit, not a permission
+    assert provider.account(harness.ctx({"api_token": "ghp_owner"}, max_wait_s=90)).account_scope == "acme"
+    assert harness.sleeps == [60.0]
+    fake.secondary_rate_limit(None, status=403)
+    with pytest.raises(RateLimited):
+        provider.account(harness.ctx({"api_token": "ghp_owner"}, max_wait_s=30))
 
 
 def test_primary_rate_limit_waits_for_the_reset_within_bound(

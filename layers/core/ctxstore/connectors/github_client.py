@@ -15,8 +15,9 @@ Why these choices:
   before the new access token is used.
 
 Error mapping (never an SDK exception out of here): 401 -> ``CredentialsRejected`` (after one refresh for
-OAuth); 403 without ``x-ratelimit-remaining: 0`` / ``retry-after`` -> ``CredentialsRejected``; primary
-(403/429 + remaining 0) and secondary (``retry-after``) rate limits -> wait within bound, else
+OAuth); 403 that is not a rate limit -> ``CredentialsRejected``; primary (403/429 + ``x-ratelimit-remaining:
+0``) and secondary (``retry-after``, or a 403 whose message names a secondary limit) rate limits -> wait
+within bound, else
 ``RateLimited``; 404/410 -> the caller's ``missing`` error (``ResourceUnavailable`` for a repo); 5xx,
 timeouts and connection failures -> two short retries, then ``TransientProviderError``.
 """
@@ -54,6 +55,7 @@ DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
 REJECTED_GRANTS = frozenset({"bad_refresh_token", "invalid_grant", "expired_token", "invalid_refresh_token"})
 # Errors that mean the connector's OAuth app settings (client id / secret) are wrong: fixed by a credential update.
 BAD_CLIENT = frozenset({"incorrect_client_credentials", "invalid_client", "unauthorized_client"})
+_SECONDARY = re.compile(r"secondary rate limit|abuse detection", re.I)  # a 403 limit without headers
 _LINK_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
@@ -189,8 +191,8 @@ class GitHubSession:
                 return max(1.0, float(reset) - self._ctx.now() + 1.0) if reset else DEFAULT_LIMIT_WAIT_S
             except ValueError:
                 return DEFAULT_LIMIT_WAIT_S
-        if raw.status_code == 429:
-            return DEFAULT_LIMIT_WAIT_S
+        if raw.status_code == 429 or _SECONDARY.search(raw.text):
+            return DEFAULT_LIMIT_WAIT_S  # GitHub: with no header to go by, wait at least a minute
         return None
 
     @staticmethod

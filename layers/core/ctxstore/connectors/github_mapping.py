@@ -120,7 +120,10 @@ def map_issue(full_name: str, item: dict[str, Any]) -> SyncedObject | ObjectFail
         state = str(item.get("state") or "")
         author = _login(item)
         links, closes = _reference_links(f"{title}\n{body}", full_name, web_hosts_of(item), {native_id})
-        header = f"{'Pull request' if is_pr else 'Issue'} {full_name}#{number} · {state}"
+        merged = is_pr and bool(item["pull_request"].get("merged_at"))
+        header = f"{'Pull request' if is_pr else 'Issue'} {full_name}#{number} · {state}" + (
+            " (merged)" if merged else ""
+        )
         if labels:
             header += " · labels: " + ", ".join(labels)
         if author:
@@ -134,8 +137,10 @@ def map_issue(full_name: str, item: dict[str, Any]) -> SyncedObject | ObjectFail
             "github_is_pull_request": is_pr,
             "github_author": author,
         }
-        if is_pr and closes:
-            fields["github_closes"] = closes
+        if is_pr:
+            fields["github_merged"] = merged
+            if closes:
+                fields["github_closes"] = closes
         return SyncedObject(
             native_id=native_id,
             kind="pull_request" if is_pr else "issue",
