@@ -151,18 +151,13 @@ class GitHubSession:
                     self._ctx.sleep(float(server_retries))
                     continue
                 raise self._error_for(status, raw, path, missing) from None
-            except RequestTimeout:
+            except RequestError as exc:  # timeouts and connection failures (RequestFailed is handled above)
                 if server_retries < SERVER_RETRIES:
                     server_retries += 1
                     self._ctx.sleep(float(server_retries))
                     continue
-                raise TransientProviderError(f"GitHub timed out on GET {path}") from None
-            except RequestError as exc:
-                if server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
-                    continue
-                raise TransientProviderError(f"GitHub unreachable on GET {path}: {type(exc.exc).__name__}") from None
+                what = "timed out" if isinstance(exc, RequestTimeout) else f"unreachable ({type(exc.exc).__name__})"
+                raise TransientProviderError(f"GitHub {what} on GET {path}") from None
             except GitHubException as exc:
                 raise ProviderError(f"GitHub client error on GET {path}: {type(exc).__name__}") from None
             raw = response.raw_response

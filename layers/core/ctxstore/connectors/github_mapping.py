@@ -160,81 +160,72 @@ def map_issue(full_name: str, item: dict[str, Any]) -> SyncedObject | ObjectFail
 
 def map_issue_comment(full_name: str, item: dict[str, Any]) -> SyncedObject | ObjectFailure:
     try:
-        comment_id = int(item["id"])
-        native_id = issue_comment_native_id(full_name, comment_id)
         number = _number_from_url(str(item["issue_url"]))
-        parent = issue_native_id(full_name, number)
-        author = _login(item)
-        body = str(item.get("body") or "")
-        header = f"Comment on {full_name}#{number}" + (f" by @{author}" if author else "")
-        links, _ = _reference_links(body, full_name, web_hosts_of(item), {native_id, parent})
-        return SyncedObject(
-            native_id=native_id,
-            kind="comment",
-            title=header,
-            text=f"{header}\n\n{body}".rstrip(),
-            url=item.get("html_url"),
-            author=author,
-            created_at=epoch(item.get("created_at")),
-            updated_at=epoch(item.get("updated_at")),
-            thread_native_id=parent,
-            parent_native_id=parent,
-            links=(ObjectLink(parent, "comment_on"), *links),
-            native_fields={
-                "github_repo": full_name,
-                "github_issue_number": number,
-                "github_comment_id": comment_id,
-                "github_author": author,
-            },
-        )
+        return _comment(full_name, item, issue_comment_native_id, number, f"Comment on {full_name}#{number}", None)
     except (KeyError, TypeError, ValueError) as exc:
-        return ObjectFailure(
-            _safe_comment_id(full_name, item, issue_comment_native_id), f"unreadable GitHub comment: {exc!r}"
-        )
+        failed_id = _safe_comment_id(full_name, item, issue_comment_native_id)
+        return ObjectFailure(failed_id, f"unreadable GitHub comment: {exc!r}")
 
 
 def map_review_comment(full_name: str, item: dict[str, Any]) -> SyncedObject | ObjectFailure:
     try:
-        comment_id = int(item["id"])
-        native_id = review_comment_native_id(full_name, comment_id)
         number = _number_from_url(str(item["pull_request_url"]))
-        pull = issue_native_id(full_name, number)
         reply_to = item.get("in_reply_to_id")
         answered = review_comment_native_id(full_name, int(reply_to)) if reply_to else None
-        author = _login(item)
-        body = str(item.get("body") or "")
         place = f"{item.get('path')}:{item.get('line') or item.get('original_line') or '?'}"
-        header = f"Review comment on {full_name}#{number} at {place}" + (f" by @{author}" if author else "")
-        links, _ = _reference_links(body, full_name, web_hosts_of(item), {native_id, pull})
-        own_links = [ObjectLink(pull, "comment_on")]
-        if answered:
-            own_links.append(ObjectLink(answered, "reply_to"))
-        return SyncedObject(
-            native_id=native_id,
-            kind="comment",
-            title=header,
-            text=f"{header}\n\n{body}".rstrip(),
-            url=item.get("html_url"),
-            author=author,
-            created_at=epoch(item.get("created_at")),
-            updated_at=epoch(item.get("updated_at")),
-            thread_native_id=pull,
-            parent_native_id=answered or pull,
-            links=(*own_links, *links),
-            native_fields={
-                "github_repo": full_name,
-                "github_issue_number": number,
-                "github_comment_id": comment_id,
-                "github_author": author,
-                "github_path": item.get("path"),
-                "github_line": item.get("line"),
-                "github_in_reply_to_id": reply_to,
-            },
+        return _comment(
+            full_name,
+            item,
+            review_comment_native_id,
+            number,
+            f"Review comment on {full_name}#{number} at {place}",
+            answered,
+            {"github_path": item.get("path"), "github_line": item.get("line"), "github_in_reply_to_id": reply_to},
         )
     except (KeyError, TypeError, ValueError) as exc:
-        return ObjectFailure(
-            _safe_comment_id(full_name, item, review_comment_native_id), f"unreadable GitHub review comment: {exc!r}"
-        )
+        failed_id = _safe_comment_id(full_name, item, review_comment_native_id)
+        return ObjectFailure(failed_id, f"unreadable GitHub review comment: {exc!r}")
+
+
+def _comment(
+    full_name: str,
+    item: dict[str, Any],
+    make_id: Callable[[str, int], str],
+    number: int,
+    header: str,
+    answered: str | None,
+    extra_fields: dict[str, Any] | None = None,
+) -> SyncedObject:
+    """A comment on issue/PR `number`: thread = the issue/PR; parent = the comment it answers, else the issue/PR."""
+    comment_id = int(item["id"])
+    native_id = make_id(full_name, comment_id)
+    issue = issue_native_id(full_name, number)
+    author = _login(item)
+    if author:
+        header += f" by @{author}"
+    body = str(item.get("body") or "")
+    links, _ = _reference_links(body, full_name, web_hosts_of(item), {native_id, issue})
+    own_links = [ObjectLink(issue, "comment_on")] + ([ObjectLink(answered, "reply_to")] if answered else [])
+    return SyncedObject(
+        native_id=native_id,
+        kind="comment",
+        title=header,
+        text=f"{header}\n\n{body}".rstrip(),
+        url=item.get("html_url"),
+        author=author,
+        created_at=epoch(item.get("created_at")),
+        updated_at=epoch(item.get("updated_at")),
+        thread_native_id=issue,
+        parent_native_id=answered or issue,
+        links=(*own_links, *links),
+        native_fields={
+            "github_repo": full_name,
+            "github_issue_number": number,
+            "github_comment_id": comment_id,
+            "github_author": author,
+            **(extra_fields or {}),
+        },
+    )
 
 
 def _number_from_url(url: str) -> int:
