@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ctxstore.connectors.github import build_provider
-from ctxstore.connectors.github_mapping import map_issue_comment
+from ctxstore.connectors.github_mapping import find_references, map_issue_comment
 from ctxstore.connectors.github_sync import OVERLAP_S, PER_PAGE, iso
 from ctxstore.ports.connector_provider import (
     Checkpoint,
@@ -553,3 +553,29 @@ def test_unreadable_items_are_per_object_failures(
     failure = map_issue_comment(REPO, {"id": 9, "issue_url": "nowhere", "updated_at": "2026-01-01T00:00:00Z"})
     assert isinstance(failure, ObjectFailure) and failure.native_id == f"{REPO}#issuecomment-9"
     assert all(not isinstance(e, ObjectFailure) for e in provider.sync(ctx, request(None, 0)))
+
+
+def test_cross_reference_forms() -> None:
+    text = (
+        "Fixes #12, closes Acme/Widgets#13 and resolves https://github.com/acme/widgets/pull/14.\n"
+        "See GH-15, other/repo#16 and https://ghe.corp/acme/widgets/issues/17; not https://elsewhere.io/a/b/issues/18.\n"
+        "Not code: `#19` or\n```\nrun #20\n```\nnor &#21; nor page#22 nor #L23."
+    )
+    refs = dict(find_references(text, "acme/widgets", ["github.com", "ghe.corp"]))
+    assert refs == {
+        "acme/widgets#12": True,
+        "acme/widgets#13": True,
+        "acme/widgets#14": True,
+        "acme/widgets#15": False,
+        "other/repo#16": False,
+        "acme/widgets#17": False,
+    }
+
+
+def test_an_unknown_checkpoint_restarts_from_start(
+    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+) -> None:
+    seed_small_repo(fake, REPO)
+    events = list(provider.sync(harness.ctx({"api_token": "ghp_owner"}), request({"v": 99}, fake.now - 5 * DAY)))
+    assert len(objects(events)) == 5
+    assert fake.calls("/issues")[0].query["since"] == iso(fake.now - 5 * DAY)
