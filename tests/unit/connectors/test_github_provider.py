@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -579,3 +581,12 @@ def test_an_unknown_checkpoint_restarts_from_start(
     events = list(provider.sync(harness.ctx({"api_token": "ghp_owner"}), request({"v": 99}, fake.now - 5 * DAY)))
     assert len(objects(events)) == 5
     assert fake.calls("/issues")[0].query["since"] == iso(fake.now - 5 * DAY)
+
+
+def test_the_catalogue_does_not_import_the_sdk() -> None:
+    code = (
+        "import sys, ctxstore.connectors.github as g; p = g.build_provider(); "
+        "p.validate_credentials('api_token', {'api_token': 'x'}); assert p.info.provider == 'github'; "
+        "assert 'githubkit' not in sys.modules, 'githubkit imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.connectors.github_client import GitHubSession
 from ctxstore.connectors.github_info import INFO, validate_credentials
 from ctxstore.connectors.github_sync import PER_PAGE, begin_cycle, existing_ids, iso, sync_repo
 from ctxstore.ports.connector_provider import (
@@ -41,6 +40,9 @@ from ctxstore.ports.connector_provider import (
     SyncRequest,
 )
 
+if TYPE_CHECKING:
+    from ctxstore.connectors.github_client import GitHubSession
+
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+$")
 
 
@@ -51,7 +53,7 @@ class GitHubProvider:
         return validate_credentials(auth_type, credentials)
 
     def account(self, ctx: ProviderContext) -> AccountInfo:
-        with GitHubSession(ctx) as session:
+        with _session(ctx) as session:
             user = session.get("/user", missing=CredentialsRejected).data
         if not isinstance(user, dict) or not user.get("login"):
             raise ProviderError("GitHub /user answered without a login")
@@ -65,7 +67,7 @@ class GitHubProvider:
         per_page = PER_PAGE if limit is None else max(1, min(PER_PAGE, limit))
         page = int(cursor) if cursor and cursor.isdigit() else 1
         resources: list[DiscoveredResource] = []
-        with GitHubSession(ctx) as session:
+        with _session(ctx) as session:
             while True:
                 params: dict[str, str | int] = {"per_page": per_page, "page": page, "sort": "full_name"}
                 reply = session.get("/user/repos", params, missing=CredentialsRejected)
@@ -82,20 +84,28 @@ class GitHubProvider:
         """Whether anything changed since ``start``: a comment or review bumps its issue, so issues suffice."""
         full_name = _repo_of(request)
         params: dict[str, str | int] = {"state": "all", "since": iso(request.start), "per_page": 1}
-        with GitHubSession(ctx) as session:
+        with _session(ctx) as session:
             reply = session.get(f"/repos/{full_name}/issues", params)
         return isinstance(reply.data, list) and len(reply.data) > 0
 
     def sync(self, ctx: ProviderContext, request: SyncRequest) -> Iterator[SyncEvent]:
         full_name = _repo_of(request)
         state = begin_cycle(request.checkpoint, request.start)
-        with GitHubSession(ctx) as session:
+        with _session(ctx) as session:
             yield from sync_repo(session, full_name, state, new_only=request.sync_mode == "new_only")
 
     def reconcile(self, ctx: ProviderContext, request: SyncRequest, *, since: float | None) -> list[str]:
         full_name = _repo_of(request)
-        with GitHubSession(ctx) as session:
+        with _session(ctx) as session:
             return existing_ids(session, full_name, since)
+
+
+def _session(ctx: ProviderContext) -> GitHubSession:
+    # githubkit (with hishel, httpx) takes about a second to import: only when a call is made, so the
+    # catalogue (info, credential validation) costs nothing.
+    from ctxstore.connectors.github_client import GitHubSession
+
+    return GitHubSession(ctx)
 
 
 def _repo_of(request: SyncRequest) -> str:

@@ -36,9 +36,8 @@ import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.connectors.github_client import GitHubSession
 from ctxstore.connectors.github_mapping import (
     epoch,
     issue_comment_native_id,
@@ -55,6 +54,9 @@ from ctxstore.ports.connector_provider import (
     SyncedObject,
     SyncEvent,
 )
+
+if TYPE_CHECKING:
+    from ctxstore.connectors.github_client import GitHubSession
 
 OVERLAP_S = 3 * 3600
 PER_PAGE = 100
