@@ -7,8 +7,8 @@ GitHub's semantics where they matter to an incremental sync:
 - ``GET /user``, ``GET /user/repos``, ``GET /repos/{o}/{r}``, ``GET /repos/{o}/{r}/issues`` (issues and
   pull requests; ``state``, ``since`` = updated at or after, ``sort``, ``direction``),
   ``GET /repos/{o}/{r}/issues/{n}`` (410 once deleted), ``GET /repos/{o}/{r}/issues/comments`` and
-  ``GET /repos/{o}/{r}/pulls/comments`` (``since``, ``sort``, ``direction``), ``POST /login/oauth/access_token``
-  (refresh grant with rotation: the old refresh and access tokens die).
+  ``GET /repos/{o}/{r}/pulls/comments`` (``since``, ``sort``, ``direction``), single comments by id,
+  ``POST /login/oauth/access_token`` (refresh grant with rotation: the old refresh and access tokens die).
 - ``per_page`` (max 100) / ``page`` pagination with ``Link`` headers on the fake's own host:port.
 - ``ETag`` on every 200; ``If-None-Match`` that matches -> 304, which costs no rate limit.
 - ``x-ratelimit-*`` headers per token; an exhausted budget -> 403 with ``x-ratelimit-remaining: 0`` until the
@@ -156,6 +156,8 @@ class FakeGitHub:
         self.refresh_tokens: dict[str, tuple[str, str]] = {}  # refresh token -> (login, client_id)
         self.requests: list[RecordedRequest] = []
         self._faults: list[_Fault] = []
+        # Called with (method, path, query) before each request is answered: tests change data mid-listing.
+        self.before_request: list[Callable[[str, str, dict[str, str]], None]] = []
         self._budgets: dict[str, _RateBudget] = {}
         self._next_id = 1000
         self._server: ThreadingHTTPServer | None = None
@@ -484,6 +486,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw_body = self.rfile.read(length) if length else b""
         fake = self.github
+        for hook in list(fake.before_request):
+            hook(method, parts.path, query)
         status, headers, payload = self._route(method, parts.path, query, raw_body)
         with fake.lock:
             fake.requests.append(
@@ -585,6 +589,14 @@ class _Handler(BaseHTTPRequestHandler):
         if rest == "/pulls/comments":
             comments = list(repo.review_comments.values())
             return self._list_comments(path, query, comments, lambda c: self._review_comment(repo, c))
+        comment_match = re.fullmatch(r"/(issues|pulls)/comments/(\d+)", rest)
+        if comment_match:
+            cid = int(comment_match.group(2))
+            if comment_match.group(1) == "issues" and cid in repo.comments:
+                return 200, {}, self._comment(repo, repo.comments[cid])
+            if comment_match.group(1) == "pulls" and cid in repo.review_comments:
+                return 200, {}, self._review_comment(repo, repo.review_comments[cid])
+            return 404, {}, {"message": "Not Found"}
         issue_match = re.fullmatch(r"/issues/(\d+)", rest)
         if issue_match:
             issue = repo.issues.get(int(issue_match.group(1)))

@@ -17,6 +17,7 @@ from ctxstore.ports.connector_provider import (
     Checkpoint,
     ConnectorProvider,
     CredentialsRejected,
+    KnownObject,
     ObjectFailure,
     ProviderContext,
     RateLimited,
@@ -25,6 +26,7 @@ from ctxstore.ports.connector_provider import (
     SyncedObject,
     SyncEvent,
     SyncRequest,
+    TokenExpired,
     TransientProviderError,
 )
 from tests.fakes.github_api import FakeGitHub, seed_large_repo, seed_small_repo
@@ -50,7 +52,7 @@ class Harness:
 
     fake: FakeGitHub
     sleeps: list[float] = field(default_factory=list)
-    saved: list[dict[str, Any]] = field(default_factory=list)
+    saved: list[dict[str, Any]] = field(default_factory=list)  # what the provider persisted itself (nothing)
 
     def ctx(self, credentials: dict[str, Any], auth_type: str = "api_token", **kw: Any) -> ProviderContext:
         def sleep(seconds: float) -> None:
@@ -58,8 +60,7 @@ class Harness:
             self.fake.advance(seconds)
 
         def save(creds: dict[str, Any]) -> None:
-            # What the token endpoint has answered so far, at the moment the credentials are persisted.
-            self.saved.append({**creds, "_requests_so_far": len(self.fake.requests)})
+            self.saved.append(dict(creds))
 
         return ProviderContext(
             credentials=credentials,
@@ -304,32 +305,80 @@ def test_reconcile_lists_what_exists_so_deletions_show(
     ids = seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
     req = request(None, 0)
-    everything = set(provider.reconcile(ctx, req, since=None) or [])
-    assert f"{REPO}#{ids['old_issue']}" in everything and len(everything) == 6
+    synced = list(by_id(list(provider.sync(ctx, req))).values())
+    known = [KnownObject(o.native_id, o.thread_native_id, o.created_at) for o in synced]
+    everything = set(provider.reconcile(ctx, req, since=None, known=known) or [])
+    assert everything == {k.native_id for k in known} and len(everything) == 6
 
     fake.delete_issue(REPO, ids["old_issue"])
     fake.delete_comment(REPO, ids["comment"])
     fake.delete_review_comment(REPO, ids["review_reply"])
     fake.clear_requests()
-    now = set(provider.reconcile(ctx, req, since=None) or [])
+    now = set(provider.reconcile(ctx, req, since=None, known=known) or [])
     assert everything - now == {
         f"{REPO}#{ids['old_issue']}",
         f"{REPO}#issuecomment-{ids['comment']}",
         f"{REPO}#discussion_r{ids['review_reply']}",
     }
-    assert all(c.query["sort"] == "created" and c.query["direction"] == "desc" for c in fake.calls())
+    lists = [c for c in fake.calls() if c.path.endswith(("/issues", "/comments"))]
+    assert len(lists) == 3 and all(c.query["sort"] == "created" and c.query["direction"] == "desc" for c in lists)
+    # Each missing object was confirmed alone: only GitHub's 410/404 makes it a deletion.
+    assert fake.calls(f"/issues/{ids['old_issue']}")[0].status == 410
+    assert fake.calls(f"/issues/comments/{ids['comment']}")[0].status == 404
+    assert fake.calls(f"/pulls/comments/{ids['review_reply']}")[0].status == 404
 
-    # Bounded by creation time: only the newer objects are listed.
-    recent = set(provider.reconcile(ctx, req, since=fake.now - DAY - 15 * 60) or [])
+    # Bounded by creation time: the service hands over its objects created since then; only those are listed.
+    since = fake.now - DAY - 15 * 60
+    in_range = [k for k in known if (k.created_at or 0) >= since]
+    assert len(in_range) == 2
+    recent = set(provider.reconcile(ctx, req, since=since, known=in_range) or [])
     assert recent == {f"{REPO}#discussion_r{ids['review']}"}
 
 
-def test_reconcile_stops_paging_at_since(fake: FakeGitHub, harness: Harness, provider: ConnectorProvider) -> None:
-    seed_large_repo(fake, "bench/mid", issues=300, comments_per_issue=0, span_days=30, owner_token="ghp_bench")
+def test_reconcile_is_not_fooled_by_a_deletion_during_the_listing(
+    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+) -> None:
+    fake.add_token("ghp_x", "acme")
+    fake.add_repo(REPO)
+    for n in range(150):
+        fake.add_issue(REPO, f"Issue {n + 1}")
+        fake.advance(60)
+    known = [KnownObject(f"{REPO}#{n}", f"{REPO}#{n}", None) for n in range(1, 151)]
+
+    def delete_between_pages(method: str, path: str, query: dict[str, str]) -> None:
+        if path.endswith("/issues") and query.get("page") == "2" and not fake.repos[REPO].issues[120].deleted:
+            fake.delete_issue(REPO, 120)  # on page 1, already read: issue 50 slides from page 2 onto page 1
+
+    fake.before_request.append(delete_between_pages)
+    present = set(
+        provider.reconcile(harness.ctx({"api_token": "ghp_x"}), request(None, 0), since=None, known=known) or []
+    )
+    # Issue 120 was read before it went (the next reconcile drops it); issue 50 slid past the page boundary,
+    # so the pages missed it: fetched alone, it is alive and not reported deleted.
+    assert present == {k.native_id for k in known}
+    assert [c.status for c in fake.calls("/issues/50")] == [200]
+    fake.before_request.clear()
+    again = set(
+        provider.reconcile(harness.ctx({"api_token": "ghp_x"}), request(None, 0), since=None, known=known) or []
+    )
+    assert {k.native_id for k in known} - again == {f"{REPO}#120"}
+
+
+def test_reconcile_lists_only_what_known_objects_need(
+    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+) -> None:
+    seed_large_repo(fake, "bench/mid", issues=300, comments_per_issue=1, span_days=30, owner_token="ghp_bench")
     ctx = harness.ctx({"api_token": "ghp_bench"})
-    listed = list(provider.reconcile(ctx, request(None, 0, repo="bench/mid"), since=fake.now - 5 * DAY) or [])
+    req = request(None, 0, repo="bench/mid")
+    recent = [KnownObject(f"bench/mid#{n}", None, None) for n in range(251, 301)]
+    listed = list(provider.reconcile(ctx, req, since=fake.now - 5 * DAY, known=recent) or [])
     assert 45 <= len(listed) <= 55  # the last 5 of 30 days
-    assert len(fake.calls("/issues")) == 1  # newest first: the first page already reaches `since`
+    assert len(fake.calls()) == 1  # newest first, the first page reaches `since`; no known comments: not listed
+
+    fake.clear_requests()
+    newest = [KnownObject("bench/mid#300", None, None)]
+    assert "bench/mid#300" in (provider.reconcile(ctx, req, since=None, known=newest) or [])
+    assert len(fake.calls()) == 1  # stops once every known object has been seen
 
 
 # ---- errors ---------------------------------------------------------------------------------------
@@ -451,62 +500,55 @@ def _oauth_setup(fake: FakeGitHub) -> dict[str, Any]:
     }
 
 
-def test_oauth_refresh_rotates_and_persists_before_use(
+def test_oauth_refresh_rotates_the_refresh_token_and_stores_nothing(
     fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
-    fake.advance(3600)  # the access token has expired
+    ctx = harness.ctx(dict(creds), auth_type="oauth")
     fake.clear_requests()
-    ctx = harness.ctx(creds, auth_type="oauth")
-    assert len(by_id(list(provider.sync(ctx, request(None, 0))))) == 6
+    rotated = provider.refresh(ctx)
+    assert [r.path for r in fake.requests] == ["/login/oauth/access_token"]
+    assert rotated["client_id"] == "Iv1.client" and rotated["client_secret"] == "s3cret"  # the rest is kept
+    assert rotated["refresh_token"] != creds["refresh_token"] and rotated["access_token"] != creds["access_token"]
+    assert rotated["expires_at"] == fake.now + 28800 and rotated["refresh_token_expires_at"] == fake.now + 15897600
+    assert ctx.credentials == creds and harness.saved == []  # persisting is the service's job
+    assert provider.account(harness.ctx(rotated, auth_type="oauth")).account_scope == "acme"
 
-    assert len(harness.saved) == 1
-    saved = harness.saved[0]
-    assert saved["refresh_token"] != creds["refresh_token"] and saved["access_token"] != creds["access_token"]
-    assert saved["expires_at"] == fake.now + 28800
-    # Persisted right after the token endpoint answered, before any data call used the new token.
-    assert saved["_requests_so_far"] == 1 and fake.requests[0].path == "/login/oauth/access_token"
-    assert all(c.headers["authorization"] == f"token {saved['access_token']}" for c in fake.calls())
-    assert ctx.credentials["refresh_token"] == saved["refresh_token"]
-
-    # The old refresh token died with the rotation: reusing it is rejected, which means re-authorise.
-    stale = harness.ctx(creds, auth_type="oauth")
+    # GitHub invalidated the old refresh token: exchanging it again is rejected, which means re-authorise.
     with pytest.raises(RefreshRejected, match="bad_refresh_token"):
-        provider.account(stale)
+        provider.refresh(harness.ctx(creds, auth_type="oauth"))
 
 
-def test_oauth_refreshes_once_on_401_then_gives_up(
+def test_an_expired_oauth_token_is_token_expired_and_a_refresh_resumes(
     fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
-    fake.revoke_token(creds["access_token"])  # revoked before its expiry
-    account = provider.account(harness.ctx(creds, auth_type="oauth"))
-    assert account.account_scope == "acme" and len(harness.saved) == 1
-
-    rotated = {k: v for k, v in harness.saved[0].items() if not k.startswith("_")}
-    fake.fail_next(401, times=2, path_contains="/user", body={"message": "Bad credentials"})
-    with pytest.raises(CredentialsRejected, match="401"):
-        provider.account(harness.ctx(rotated, auth_type="oauth"))
+    fake.advance(3600)  # past the access token's lifetime
+    ctx = harness.ctx(dict(creds), auth_type="oauth")
+    with pytest.raises(TokenExpired, match="401"):
+        list(provider.sync(ctx, request(None, 0)))
+    # What the connector service does on TokenExpired: refresh, persist, call once more.
+    ctx.credentials = provider.refresh(ctx)
+    fake.clear_requests()
+    assert len(by_id(list(provider.sync(ctx, request(None, 0))))) == 6
+    assert {c.headers["authorization"] for c in fake.calls()} == {f"token {ctx.credentials['access_token']}"}
 
 
 def test_oauth_rejected_client_is_credentials_rejected(
     fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
 ) -> None:
     creds = {**_oauth_setup(fake), "client_secret": "wrong"}
-    fake.advance(7200)
     with pytest.raises(CredentialsRejected, match="incorrect_client_credentials"):
-        provider.account(harness.ctx(creds, auth_type="oauth"))
+        provider.refresh(harness.ctx(creds, auth_type="oauth"))
 
 
 def test_oauth_token_endpoint_outage_is_transient(
     fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
-    fake.advance(7200)
     fake.fail_next(503, path_contains="/login/oauth")
     with pytest.raises(TransientProviderError):
-        provider.account(harness.ctx(creds, auth_type="oauth"))
-    assert harness.saved == []
+        provider.refresh(harness.ctx(creds, auth_type="oauth"))
 
 
 # ---- credentials and catalogue --------------------------------------------------------------------

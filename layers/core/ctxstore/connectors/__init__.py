@@ -1,3 +1,4 @@
-"""Connector providers: one module (or small group of modules) per provider on its official client library,
-each implementing ``ctxstore.ports.connector_provider.ConnectorProvider``. Adapter-like: only bootstrap wires
-them; services never import them."""
+"""Connector providers: one module per provider on its official client library, behind ports/connector_provider.
+
+Adapter-like: only bootstrap (through registry.build_providers) imports them; services never do.
+"""

@@ -5,6 +5,9 @@ pull requests, issue/PR comments and PR review comments; see ``github_sync`` for
 keyset paging and ETags, ``github_mapping`` for native ids and graph links, ``github_client`` for auth and the
 error policy.
 
+OAuth: ``refresh`` is one refresh-token exchange at ``ctx.token_url``; a 401 on an OAuth connector raises
+``TokenExpired`` and the service refreshes (and persists the rotated set) before calling again.
+
 Account scope: the login of the token's user (``GET /user``), also for repositories of organisations. A token
 belongs to a user, not an org, and one token sees repos of many owners; every native id carries
 ``owner/repo``, so objects of different owners never collide within one scope. Two connectors with tokens
@@ -13,15 +16,16 @@ scoping by account means.
 
 Deletions: GitHub keeps no tombstones for deleted issues or comments, so ``sync`` never sees them (it never
 fetches a single object; a 404/410 on a list is the repository itself: ``ResourceUnavailable``).
-``reconcile`` lists what exists now, newest first down to ``since``: one request per 100 objects per stream
-(see ``github_sync.existing_ids``). Known gap: an object deleted while that listing runs shifts GitHub's
-offset pages, so one neighbour can be missed and be reported missing; it comes back at its next edit.
+``reconcile`` lists what exists now, newest first down to ``since``, only for the streams the service holds
+objects of, stopping a stream once every known object of it has been seen (at most one request per 100
+objects per stream created since ``since``); each known object the listing missed is fetched alone and only
+a 404/410 (or a transfer to another repo) reports it deleted (see ``github_sync.existing_ids``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.connectors.github_info import INFO, validate_credentials
@@ -32,6 +36,7 @@ from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     DiscoveredResource,
     DiscoverPage,
+    KnownObject,
     ProviderContext,
     ProviderError,
     ProviderInfo,
@@ -94,10 +99,17 @@ class GitHubProvider:
         with _session(ctx) as session:
             yield from sync_repo(session, full_name, state, new_only=request.sync_mode == "new_only")
 
-    def reconcile(self, ctx: ProviderContext, request: SyncRequest, *, since: float | None) -> list[str]:
+    def reconcile(
+        self, ctx: ProviderContext, request: SyncRequest, *, since: float | None, known: Sequence[KnownObject]
+    ) -> list[str]:
         full_name = _repo_of(request)
         with _session(ctx) as session:
-            return existing_ids(session, full_name, since)
+            return existing_ids(session, full_name, since, [k.native_id for k in known])
+
+    def refresh(self, ctx: ProviderContext) -> dict[str, Any]:
+        from ctxstore.connectors.github_client import refresh_oauth
+
+        return refresh_oauth(ctx)
 
 
 def _session(ctx: ProviderContext) -> GitHubSession:

@@ -1,4 +1,4 @@
-"""One GitHub API session on githubkit: auth (PAT or a rotating OAuth token), GETs, and the error policy.
+"""One GitHub API session on githubkit (PAT or OAuth access token), its GETs and error policy; the OAuth refresh.
 
 Why these choices:
 - Calls go through ``GitHub.request`` (githubkit's core: auth flow, base URL, rate-limit detection, typed
@@ -10,15 +10,15 @@ Why these choices:
   ``ctx.sleep`` and never exceed ``ctx.max_wait_s``; a longer requested wait is ``RateLimited``.
 - The hishel HTTP cache is off: ETags are kept in the sync checkpoint instead (they must survive a
   restart), and a cache would turn GitHub's 304 back into a 200 the sync could not tell apart.
-- OAuth refresh talks to ``ctx.token_url`` itself (githubkit derives the token URL from the API base and has
-  no hook to persist a rotated refresh token); the rotated set is saved through ``ctx.save_credentials``
-  before the new access token is used.
+- OAuth: the connector service owns refreshing (it serialises refreshes and persists the rotated set
+  before the next call). ``refresh_oauth`` is the one token-endpoint exchange it asks for, at
+  ``ctx.token_url`` (githubkit derives the token URL from the API base and keeps rotated tokens to itself);
+  a 401 on an OAuth connector is ``TokenExpired`` so the service refreshes and calls once more.
 
-Error mapping (never an SDK exception out of here): 401 -> ``CredentialsRejected`` (after one refresh for
+Error mapping (never an SDK exception out of here): 401 -> ``CredentialsRejected`` (``TokenExpired`` for
 OAuth); 403 that is not a rate limit -> ``CredentialsRejected``; primary (403/429 + ``x-ratelimit-remaining:
 0``) and secondary (``retry-after``, or a 403 whose message names a secondary limit) rate limits -> wait
-within bound, else
-``RateLimited``; 404/410 -> the caller's ``missing`` error (``ResourceUnavailable`` for a repo); 5xx,
+within bound, else ``RateLimited``; 404/410 -> the caller's ``missing`` error (``ResourceUnavailable`` for a repo); 5xx,
 timeouts and connection failures -> two short retries, then ``TransientProviderError``.
 """
 
@@ -41,13 +41,13 @@ from ctxstore.ports.connector_provider import (
     RateLimited,
     RefreshRejected,
     ResourceUnavailable,
+    TokenExpired,
     TransientProviderError,
 )
 
 API_VERSION = "2022-11-28"  # the REST version GitHub serves to every client; Enterprise Server knows it too
 USER_AGENT = "ctxstore-connector"
 DEFAULT_TOKEN_URL = "https://github.com/login/oauth/access_token"
-REFRESH_MARGIN_S = 60.0  # refresh an OAuth access token this long before it expires
 SERVER_RETRIES = 2  # extra attempts after a 5xx or timeout, with 1 s then 2 s between them
 RATE_LIMIT_WAITS = 3  # rate-limit waits sat out within one request before giving up with RateLimited
 DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
@@ -55,6 +55,8 @@ DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
 REJECTED_GRANTS = frozenset({"bad_refresh_token", "invalid_grant", "expired_token", "invalid_refresh_token"})
 # Errors that mean the connector's OAuth app settings (client id / secret) are wrong: fixed by a credential update.
 BAD_CLIENT = frozenset({"incorrect_client_credentials", "invalid_client", "unauthorized_client"})
+# One TLS context for every session: httpx otherwise loads the CA bundle per client (~85 ms a call here).
+_TLS = httpx.create_ssl_context()
 _SECONDARY = re.compile(r"secondary rate limit|abuse detection", re.I)  # a 403 limit without headers
 _LINK_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
@@ -89,12 +91,12 @@ class GitHubSession:
 
     def __init__(self, ctx: ProviderContext) -> None:
         self._ctx = ctx
-        self._creds = dict(ctx.credentials)
         self._gh: GitHub[_LiveToken] = GitHub(
             _LiveToken(self),
             base_url=ctx.base_url,
             user_agent=USER_AGENT,
             timeout=ctx.http_timeout_s,
+            ssl_verify=_TLS,
             http_cache=False,
             auto_retry=False,
         )
@@ -108,7 +110,8 @@ class GitHubSession:
 
     @property
     def access_token(self) -> str:
-        return str(self._creds.get("api_token") or self._creds.get("access_token") or "")
+        creds = self._ctx.credentials  # read per request: the service swaps in a refreshed set
+        return str(creds.get("api_token") or creds.get("access_token") or "")
 
     # ---- requests ---------------------------------------------------------------------------------
 
@@ -121,12 +124,10 @@ class GitHubSession:
         missing: type[ProviderError] = ResourceUnavailable,
     ) -> Reply:
         """GET a path under the API base; ``etag`` makes it conditional (a 304 costs no rate limit)."""
-        self._refresh_if_expiring()
         headers = {"X-GitHub-Api-Version": API_VERSION}
         if etag:
             headers["If-None-Match"] = etag
         waits = server_retries = 0
-        refreshed_after_401 = False
         while True:
             try:
                 response = self._gh.request("GET", path, params=params, headers=headers)
@@ -142,15 +143,11 @@ class GitHubSession:
                     self._ctx.sleep(wait)
                     continue
                 status = raw.status_code
-                if status == 401 and self._can_refresh() and not refreshed_after_401:
-                    refreshed_after_401 = True  # the access token may have been revoked early: one refresh
-                    self._refresh()
-                    continue
                 if status >= 500 and server_retries < SERVER_RETRIES:
                     server_retries += 1
                     self._ctx.sleep(float(server_retries))
                     continue
-                raise self._error_for(status, raw, path, missing) from None
+                raise self._error_for(status, raw, path, missing, oauth=self._ctx.auth_type == "oauth") from None
             except RequestError as exc:  # timeouts and connection failures (RequestFailed is handled above)
                 if server_retries < SERVER_RETRIES:
                     server_retries += 1
@@ -191,7 +188,9 @@ class GitHubSession:
         return None
 
     @staticmethod
-    def _error_for(status: int, raw: httpx.Response, path: str, missing: type[ProviderError]) -> ProviderError:
+    def _error_for(
+        status: int, raw: httpx.Response, path: str, missing: type[ProviderError], *, oauth: bool
+    ) -> ProviderError:
         try:
             body = raw.json()
             message = str(body.get("message", "")) if isinstance(body, dict) else ""
@@ -199,7 +198,7 @@ class GitHubSession:
             message = ""
         detail = f"GitHub answered {status} on GET {path}" + (f": {message}" if message else "")
         if status == 401:
-            return CredentialsRejected(detail)
+            return TokenExpired(detail) if oauth else CredentialsRejected(detail)
         if status == 403:
             return CredentialsRejected(detail + " (missing scope or no access)")
         if status in (404, 410):
@@ -208,67 +207,53 @@ class GitHubSession:
             return TransientProviderError(detail)
         return ProviderError(detail)
 
-    # ---- OAuth ------------------------------------------------------------------------------------
 
-    def _can_refresh(self) -> bool:
-        return self._ctx.auth_type == "oauth" and bool(self._creds.get("refresh_token"))
-
-    def _refresh_if_expiring(self) -> None:
-        if not self._can_refresh():
-            return
-        expires_at = self._creds.get("expires_at")
-        expiring = isinstance(expires_at, int | float) and self._ctx.now() >= float(expires_at) - REFRESH_MARGIN_S
-        if not self._creds.get("access_token") or expiring:
-            self._refresh()
-
-    def _refresh(self) -> None:
-        """Exchange the refresh token (GitHub rotates it: the old one dies) and persist the new set first."""
-        url = self._ctx.token_url or DEFAULT_TOKEN_URL
-        form = {
-            "client_id": str(self._creds.get("client_id", "")),
-            "client_secret": str(self._creds.get("client_secret", "")),
-            "grant_type": "refresh_token",
-            "refresh_token": str(self._creds["refresh_token"]),
-        }
-        try:
-            response = httpx.post(
-                url,
-                data=form,
-                headers={"Accept": "application/json", "User-Agent": USER_AGENT},
-                timeout=self._ctx.http_timeout_s,
-            )
-        except httpx.TimeoutException:
-            raise TransientProviderError("GitHub token endpoint timed out") from None
-        except httpx.HTTPError as exc:
-            raise TransientProviderError(f"GitHub token endpoint unreachable: {type(exc).__name__}") from None
-        if response.status_code >= 500:
-            raise TransientProviderError(f"GitHub token endpoint answered {response.status_code}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise TransientProviderError(
-                f"GitHub token endpoint answered {response.status_code} without JSON"
-            ) from None
-        error = str(body.get("error", "")) if isinstance(body, dict) else "malformed"
-        if error in REJECTED_GRANTS:
-            raise RefreshRejected(f"GitHub rejected the refresh token ({error}): authorise the connector again")
-        if error in BAD_CLIENT:
-            raise CredentialsRejected(f"GitHub rejected the OAuth app credentials ({error})")
-        if error or not isinstance(body, dict) or not body.get("access_token"):
-            raise ProviderError(f"GitHub token endpoint refused the refresh ({error or response.status_code})")
-        now = self._ctx.now()
-        rotated = {**self._creds, "access_token": str(body["access_token"])}
-        if body.get("refresh_token"):
-            rotated["refresh_token"] = str(body["refresh_token"])
-        for field, lifetime in (("expires_at", "expires_in"), ("refresh_token_expires_at", "refresh_token_expires_in")):
-            if body.get(lifetime) is not None:
-                rotated[field] = now + float(body[lifetime])
-            else:
-                rotated.pop(field, None)
-        # Persist before use: the old refresh token is already dead at GitHub.
-        self._ctx.save_credentials(rotated)
-        self._creds = rotated
-        self._ctx.credentials = rotated
+def refresh_oauth(ctx: ProviderContext) -> dict[str, Any]:
+    """One refresh-token exchange at ``ctx.token_url``: the whole credential set with the new access token,
+    the rotated refresh token (GitHub invalidates the old one) and their expiry times. Stores nothing."""
+    creds = ctx.credentials
+    if not creds.get("refresh_token"):
+        raise CredentialsRejected("no refresh_token to renew the GitHub access token with")
+    form = {
+        "client_id": str(creds.get("client_id", "")),
+        "client_secret": str(creds.get("client_secret", "")),
+        "grant_type": "refresh_token",
+        "refresh_token": str(creds["refresh_token"]),
+    }
+    try:
+        response = httpx.post(
+            ctx.token_url or DEFAULT_TOKEN_URL,
+            data=form,
+            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+            timeout=ctx.http_timeout_s,
+        )
+    except httpx.TimeoutException:
+        raise TransientProviderError("GitHub token endpoint timed out") from None
+    except httpx.HTTPError as exc:
+        raise TransientProviderError(f"GitHub token endpoint unreachable: {type(exc).__name__}") from None
+    if response.status_code >= 500:
+        raise TransientProviderError(f"GitHub token endpoint answered {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        raise TransientProviderError(f"GitHub token endpoint answered {response.status_code} without JSON") from None
+    error = str(body.get("error", "")) if isinstance(body, dict) else "malformed"
+    if error in REJECTED_GRANTS:
+        raise RefreshRejected(f"GitHub rejected the refresh token ({error}): authorise the connector again")
+    if error in BAD_CLIENT:
+        raise CredentialsRejected(f"GitHub rejected the OAuth app credentials ({error})")
+    if error or not isinstance(body, dict) or not body.get("access_token"):
+        raise TransientProviderError(f"GitHub token endpoint refused the refresh ({error or response.status_code})")
+    now = ctx.now()
+    rotated = {**creds, "access_token": str(body["access_token"])}
+    if body.get("refresh_token"):
+        rotated["refresh_token"] = str(body["refresh_token"])
+    for field, lifetime in (("expires_at", "expires_in"), ("refresh_token_expires_at", "refresh_token_expires_in")):
+        if isinstance(body.get(lifetime), int | float):
+            rotated[field] = now + float(body[lifetime])
+        else:
+            rotated.pop(field, None)
+    return rotated
 
 
 def _next_page(link: str | None) -> int | None:

@@ -23,11 +23,18 @@ Rules a provider follows (the service relies on them):
 - Errors are the exceptions below, never SDK exceptions: the service maps each to connector state.
 - Nothing here retries forever or sleeps past ``ProviderContext.max_wait_s``: a longer provider-requested
   wait is ``RateLimited`` and the service reschedules.
+- OAuth (``auth_type == "oauth"``): credentials hold ``access_token``, ``refresh_token``, ``expires_at``
+  (epoch s; absent when the provider did not say), ``client_id``, ``client_secret``. The service refreshes:
+  before any call when ``expires_at`` is within ``REFRESH_SKEW_S``, and once more when a call raises
+  ``TokenExpired``. It serialises refreshes of one connector and persists the rotated set compare-and-set
+  BEFORE handing it to the next call, so a single-use refresh token is never spent twice. A provider
+  implements ``refresh`` (one token-endpoint exchange) and never stores tokens itself, except through
+  ``ctx.save_credentials`` when its SDK rotates tokens on its own (google-auth does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -59,9 +66,22 @@ class ProviderInfo:
     min_sync_interval_s: int = 300
     max_sync_interval_s: int = 604800
     setup_guide: str = ""  # short text: which token, which scopes
+    # Deletions: each cycle the service calls `reconcile(since=now - reconcile_window_s)` for a caught-up
+    # resource (None: since=None, the whole resource). Bounded, because a listing costs provider calls.
+    reconcile_window_s: int | None = 30 * 86400
 
 
 # ---- what a call gets ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AccountInfo:
+    """Who the credentials belong to, from a live call (Slack auth.test, GitHub /user, Gmail getProfile)."""
+
+    account_scope: str  # provider_account_scope: Slack team id, GitHub login/org, Linear/Notion workspace, "" for Gmail
+    account_name: str
+    # e.g. {"account_email": ...}: copied into every synced item's additional_metadata
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,16 +99,9 @@ class ProviderContext:
     now: Callable[[], float] = lambda: 0.0  # the service's clock, epoch seconds
     http_timeout_s: float = 30.0
     max_wait_s: float = 60.0  # longest provider-requested wait sat out inside one call
-
-
-@dataclass(frozen=True)
-class AccountInfo:
-    """Who the credentials belong to, from a live call (Slack auth.test, GitHub /user, Gmail getProfile)."""
-
-    account_scope: str  # provider_account_scope: Slack team id, GitHub login/org, Linear/Notion workspace, "" for Gmail
-    account_name: str
-    # e.g. {"account_email": ...}: copied into every synced item's additional_metadata
-    details: dict[str, Any] = field(default_factory=dict)
+    # The account the connector was created for (as `account` answered then); None before creation
+    # (discovery preview) and for the `account` call itself. Providers use it for permalinks, mailbox ids.
+    account: AccountInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +184,15 @@ class Checkpoint:
 SyncEvent = SyncedObject | DeletedObject | ObjectFailure | Checkpoint
 
 
+@dataclass(frozen=True)
+class KnownObject:
+    """An object the service holds from earlier syncs (its index), as handed to `reconcile`."""
+
+    native_id: str
+    thread_native_id: str | None
+    created_at: float | None
+
+
 # ---- errors ----------------------------------------------------------------------------------------
 
 
@@ -192,6 +214,11 @@ class TransientProviderError(ProviderError):
 
 class CredentialsRejected(ProviderError):
     """Revoked or invalid credentials, or a missing scope, on a data call: sync_blocked until updated."""
+
+
+class TokenExpired(ProviderError):
+    """The access token has expired (an OAuth token past its lifetime): the service refreshes and calls once
+    more; for an `api_token` connector, or when a fresh token is refused too, it is CredentialsRejected."""
 
 
 class RefreshRejected(ProviderError):
@@ -229,8 +256,29 @@ class ConnectorProvider(Protocol):
         """Objects changed since the checkpoint (or request.start), deletions seen, failures, checkpoints."""
         ...
 
-    def reconcile(self, ctx: ProviderContext, request: SyncRequest, *, since: float | None) -> Iterable[str] | None:
+    def reconcile(
+        self, ctx: ProviderContext, request: SyncRequest, *, since: float | None, known: Sequence[KnownObject]
+    ) -> Iterable[str] | None:
         """Native ids that exist now among the resource's objects created at or after `since` (None: all).
-        The service deletes the items of known objects in that range that are missing. None: unsupported
-        (the provider reports deletions as DeletedObject events instead)."""
+        `known` lists the objects of that range the service holds: the service deletes the items of those
+        missing from the answer. A provider may vouch for known objects without a call when it can tell
+        nothing of theirs changed (Slack: a thread whose reply count matches), and may list ids beyond
+        `known` (ignored). None: unsupported (the provider reports deletions as DeletedObject instead)."""
         ...
+
+    def refresh(self, ctx: ProviderContext) -> dict[str, Any]:
+        """OAuth only: exchange ctx.credentials' refresh token at ctx.token_url for a new set and return the
+        whole set (old keys kept, new access/refresh token and expires_at). No storing: the service persists
+        it. RefreshRejected when the grant is refused (invalid_grant and equivalents), CredentialsRejected
+        when the client id/secret are, TransientProviderError when the endpoint cannot answer. A provider
+        without OAuth raises NotImplementedError."""
+        ...
+
+
+REFRESH_SKEW_S = 300.0  # refresh an OAuth access token this long before its expires_at
+
+
+def oauth_expiring(credentials: dict[str, Any], now: float, skew_s: float = REFRESH_SKEW_S) -> bool:
+    """Whether an OAuth credential set should be refreshed before use (unknown expiry: no)."""
+    expires_at = credentials.get("expires_at")
+    return isinstance(expires_at, int | float) and not isinstance(expires_at, bool) and expires_at - skew_s <= now
