@@ -245,3 +245,19 @@ def test_scope_defaults_overrides_and_errors(local: LocalApp) -> None:
     stranger = _caller(local, Defaults(database="side"), key=local.services.keys.create("stranger-org"))
     hidden = stranger("ctxstore_query", {"query": "Falcon"})
     assert hidden.is_error and "DATABASE_NOT_FOUND" in hidden.text  # another organisation's database does not exist
+
+
+def test_query_and_subgraph_tools_charge_the_query_rate_class(tmp_path: Path) -> None:
+    """POST /query and the subgraph reads share the `query` rate class; through /mcp they must too, or an
+    agent could query past its key's query limit (the HTTP middleware charges /mcp to the default class)."""
+    app = make_app(tmp_path, query_rate_limit_per_minute=1)
+    try:
+        app.create_ready_database("kb")
+        call = _caller(app, Defaults(database="kb"))
+        _ok(call("ctxstore_query", {"query": "anything", "mode": "fast"}))
+        limited = call("ctxstore_subgraph", {"source_id": "nothing-here"})
+        assert limited.is_error and "RATE_LIMITED" in limited.text, limited.text
+        assert "RATE_LIMITED" in call("ctxstore_query", {"query": "again", "mode": "fast"}).text
+        assert not call("ctxstore_status", {"ids": ["x"]}).is_error  # other tools are not in the query class
+    finally:
+        app.close()

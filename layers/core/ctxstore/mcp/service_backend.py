@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -43,6 +44,12 @@ class ServiceBackend:
     def allow_private_urls(self) -> bool:
         return self._svc.container.options.allow_private_webhooks
 
+    def _charge_query(self) -> None:
+        """A query or subgraph read through /mcp costs what POST /query costs: one token of the key's query
+        class (the HTTP middleware only charged /mcp itself to the default class)."""
+        with _as_tool_failure():
+            self._svc.limiter.check(self._p.key_prefix, "query", time.monotonic())
+
     def _run(self, fn: Callable[[], T]) -> T:
         with _as_tool_failure():
             return fn()
@@ -68,6 +75,7 @@ class ServiceBackend:
         query = self._svc.query
         if query is None:
             raise ToolFailure("SERVICE_UNAVAILABLE", "query is not configured on this deployment")
+        self._charge_query()
         return self._run(lambda: query.query(self._p, {**body, "database": db, "collection": col}))
 
     def ingest_items(self, scope: Scope, store: str, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,6 +168,7 @@ class ServiceBackend:
     def subgraph(self, scope: Scope, store: str, item_id: str, depth: int, max_sources: int) -> dict[str, Any]:
         db, col = self._names(scope)
         graphs = self._graphs()
+        self._charge_query()
         return self._run(
             lambda: graphs.subgraph(
                 self._p,
