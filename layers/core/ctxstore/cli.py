@@ -62,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if released:
         logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
-    runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
+    runner = LocalRunner(container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers)
     runner.start()
     app = create_app(services)
     # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
