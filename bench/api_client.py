@@ -184,10 +184,11 @@ def bare_embedder(texts: Sequence[str]) -> dict[str, Any]:
 class Api:
     """One `ctxstore serve` on a fresh data dir, and a client for it."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, key: str | None = None) -> None:
         self.server = ServerProcess(data_dir, env=env)
-        self.server.wait_ready(120)
-        [key] = self.server.printed_keys
+        self.server.wait_ready(300)
+        if key is None:  # a fresh data dir prints its first key once
+            [key] = self.server.printed_keys
         self.key = key
         self.http = self.server.client(key)
         self.http.timeout = httpx.Timeout(300)
