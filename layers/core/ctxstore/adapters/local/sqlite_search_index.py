@@ -24,6 +24,7 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
@@ -206,6 +207,8 @@ class SqliteSearchIndex:
             ):
                 if col not in columns:
                     conn.execute(f"ALTER TABLE chunks ADD COLUMN {col} {kind}")
+            # Lengths by row id without reading the rows (a vector blob sits before kw_len in each one).
+            conn.execute("CREATE INDEX IF NOT EXISTS chunks_kw_len ON chunks (id, kw_len)")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             if "chunks_fts" in tables:
                 conn.execute("DROP TRIGGER IF EXISTS chunks_ai")
@@ -529,7 +532,14 @@ class SqliteSearchIndex:
     def _bm25(
         self, conn: Connection, org: str, flt: SearchFilter, q: KeywordQuery
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
-        """Every matching row of the scope and its bm25, from the scope's statistics only."""
+        """Every matching row of the scope and its bm25, from the scope's statistics only.
+
+        FTS5 reports, per row and scoped token, bm25() with table-wide statistics (the documented formula:
+        idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl))).
+        With the table's N and token total (the sums of kw_scopes, kept in the same transactions as the
+        index) and the row's length, that gives back the row's weighted term frequency, an integer: it is
+        rounded, so the score below is a function of the scope's data alone, bit for bit.
+        """
         scopes = self._scopes(conn, org, flt)
         if not scopes:
             return None
@@ -538,42 +548,51 @@ class SqliteSearchIndex:
         codes = [kt.scope_code(sid) for sid, _, _ in scopes]
         df_scoped = self._doc_freqs(conn, [c + t for c in codes for t in q.terms])
         df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
-        terms = [t for t in q.terms if df[t] > 0]
         if q.required and any(df.get(t, 0) == 0 for t in q.required):
             return None  # and/phrase: a required word occurs nowhere in scope
+        terms = [t for t in q.terms if df[t] > 0]
         if not q.required:
             terms = self._prune(terms, df)
         if not terms:
             return None
-        term_of = {c + t: i for i, t in enumerate(terms) for c in codes}
-        rows = conn.execute(
-            "SELECT term, doc, col FROM temp.kw_postings WHERE term IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(term_of)),),
-        ).fetchall()
-        if not rows:
-            return None
-        post = np.array([(term_of[r[0]], r[1], r[2] == "kw_title") for r in rows], dtype=np.int64)
-        # Weighted term frequency per (row, term): a title occurrence counts TITLE_WEIGHT (FTS5's column weights).
-        weight = np.where(post[:, 2] == 1, TITLE_WEIGHT, TEXT_WEIGHT)
-        rowids, row_idx = np.unique(post[:, 1], return_inverse=True)
-        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
-        np.add.at(tf, (row_idx, post[:, 0]), weight)
+        n_table, tokens_table = conn.execute("SELECT sum(docs), sum(tokens) FROM kw_scopes").fetchone()
+        avgdl_table = tokens_table / n_table
+        must: set[int] | None = None
         if q.required:
-            must = set(
-                int(r[0])
-                for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (_match_expression(codes, q),))
-            )
+            match = _match_expression(codes, q)
+            must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
+        per_term: list[tuple[int, npt.NDArray[np.float64], float]] = []
+        for i, term in enumerate(terms):
+            for code in codes:
+                n_hit = df_scoped.get(code + term, 0)
+                if not n_hit:
+                    continue
+                rows = conn.execute(
+                    "SELECT f.rowid, -bm25(kw_fts, ?, ?), c.kw_len FROM kw_fts AS f"
+                    " JOIN chunks AS c INDEXED BY chunks_kw_len ON c.id = f.rowid WHERE kw_fts MATCH ?",
+                    (TITLE_WEIGHT, TEXT_WEIGHT, f'"{code}{term}"'),
+                ).fetchall()
+                if rows:
+                    idf_table = max(math.log((n_table - n_hit + 0.5) / (n_hit + 0.5)), 1e-6)
+                    per_term.append((i, np.asarray(rows, dtype=np.float64), idf_table))
+        if not per_term:
+            return None
+        every = np.concatenate([a for _, a, _ in per_term])
+        rowids, first = np.unique(every[:, 0].astype(np.int64), return_index=True)
+        dl = every[first, 2]
+        keep: npt.NDArray[np.bool_] | None = None
+        if must is not None:
             keep = np.fromiter((int(r) in must for r in rowids), dtype=np.bool_, count=rowids.size)
-            rowids, tf = rowids[keep], tf[keep]
+        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
+        for i, arr, idf_table in per_term:
+            pos = np.searchsorted(rowids, arr[:, 0].astype(np.int64))
+            k_table = BM25_K1 * (1.0 - BM25_B + BM25_B * arr[:, 2] / avgdl_table)
+            c_table = idf_table * (BM25_K1 + 1.0)
+            tf[pos, i] = np.rint(arr[:, 1] * k_table / np.maximum(c_table - arr[:, 1], 1e-300))
+        if keep is not None:
+            rowids, dl, tf = rowids[keep], dl[keep], tf[keep]
             if rowids.size == 0:
                 return None
-        lengths = dict(
-            conn.execute(
-                "SELECT id, kw_len FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(rowids.tolist()),),
-            ).fetchall()
-        )
-        dl = np.fromiter((float(lengths.get(int(r)) or 0) for r in rowids), dtype=np.float64, count=rowids.size)
         n_t = np.array([df[t] for t in terms], dtype=np.float64)
         idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl)
