@@ -208,18 +208,7 @@ def bench_scifact(n_docs: int, rounds: int) -> dict[str, Any]:
     print(f"  bare embedder: {out['embedder'][-1]}", flush=True)
     for _ in range(rounds):
         with tempfile.TemporaryDirectory() as tmp, Api(Path(tmp) / "data") as api:
-            api.create_db("warm")
-            api.create_db("scifact")
-            # Warm-up outside the timer: the model, the extraction process and the graph engine.
-            api.ingest_app("warm", [{"id": "w1", "title": "Warm", "type": "note", "content": {"text": "Cells."}}])
-            api.wait("warm", {None: ["w1"]}, time.perf_counter(), poll=0.2)
-            rnd: dict[str, Any] = {"load_before": load()}
-            t0 = time.perf_counter()
-            api.ingest_app("scifact", sf.items())
-            rnd["accept_s"] = round(time.perf_counter() - t0, 2)
-            rnd.update(api.wait("scifact", {None: [d["_id"] for d in sf.docs]}, t0))
-            rnd["load_after"] = load()
-            rnd["docs_per_s_searchable"] = round(len(sf.docs) / rnd["searchable_s"], 1)
+            _, rnd = api.timed_scifact(sf)
             rnd["docs_per_s_completed"] = round(len(sf.docs) / rnd["completed_s"], 1)
             rnd["graph_share_of_completed"] = round(1 - rnd["searchable_s"] / rnd["completed_s"], 3)
             rnd["server_peak_rss_mb"] = round(_peak_rss_mb(api.server.proc.pid), 1)

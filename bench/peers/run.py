@@ -70,27 +70,19 @@ def run_peer(system: str, tag: str, task: dict[str, Any], scratch: Path) -> dict
     return out
 
 
-def embedder(sf: SciFact, scratch: Path, tag: str) -> dict[str, Any]:
+def embedder(sf: SciFact, scratch: Path, tag: str, sample: int) -> dict[str, Any]:
+    """The bare embedder's rate on (a spread sample of) the same texts: the physical reference."""
     docs = [[d["_id"], t] for d, t in zip(sf.docs, sf.texts(), strict=True)]
+    if sample and sample < len(docs):
+        docs = docs[:: max(1, len(docs) // sample)][:sample]
     res = {"load_before": load()}
     out = run_peer("embedder", tag, {"docs": docs, "queries": [], "precisions": ["int8"]}, scratch)
     return res | (out.get("int8") or out)
 
 
-def ctx_scifact(sf: SciFact, scratch: Path, rnd: int) -> dict[str, Any]:
+def ctx_scifact(sf: SciFact, scratch: Path, rnd: int, completed_cap: float) -> dict[str, Any]:
     with Api(scratch / f"ctxstore_r{rnd}") as api:
-        api.create_db("warm")
-        api.create_db("scifact")
-        api.ingest_app("warm", [{"id": "w1", "title": "Warm", "type": "note", "content": {"text": "Cells."}}])
-        api.wait("warm", {None: ["w1"]}, time.perf_counter(), poll=0.2)
-        res: dict[str, Any] = {"load_before_ingest": load()}
-        t0 = time.perf_counter()
-        api.ingest_app("scifact", sf.items())
-        res["accept_s"] = round(time.perf_counter() - t0, 2)
-        res.update(api.wait("scifact", {None: [d["_id"] for d in sf.docs]}, t0))
-        res["docs_per_s_searchable"] = round(len(sf.docs) / res["searchable_s"], 1)
-        res["docs_per_s_completed"] = round(len(sf.docs) / res["completed_s"], 1)
-        res["load_after_ingest"] = load()
+        t0, res = api.timed_scifact(sf, until="searchable")
         # Each round puts the other mode first: the second sees query vectors the first cached.
         modes = ["fast", "thinking"] if rnd % 2 else ["thinking", "fast"]
         for k, mode in enumerate(modes):
@@ -127,6 +119,12 @@ def ctx_scifact(sf: SciFact, scratch: Path, rnd: int) -> dict[str, Any]:
                 res[mode] = {"ndcg@10": ndcg10(runs, qrels), "queries": len(queries)}
                 if mode == "auto":
                     res[mode]["thinking_share"] = round(routed.count("thinking") / len(routed), 3)
+        # The queries ran while the graph step went on (as a user would query); now its end.
+        done = api.wait("scifact", {None: [d["_id"] for d in sf.docs]}, t0, until="completed", limit_s=completed_cap)
+        res["completed_s"] = done["completed_s"]
+        res["completed_items"] = done["completed_items"]
+        if done["completed_s"] is not None:
+            res["docs_per_s_completed"] = round(len(sf.docs) / done["completed_s"], 1)
         return res
 
 
@@ -203,6 +201,10 @@ def main() -> None:
     ap.add_argument("--systems", default="ctxstore,chroma,lancedb,txtai,mem0")
     ap.add_argument("--phases", default="embedder,scifact,locomo")
     ap.add_argument("--locomo-convs", type=int, default=0)
+    ap.add_argument("--locomo-systems", default="", help="systems run on LoCoMo (default: --systems)")
+    ap.add_argument("--embedder-sample", type=int, default=0, help="bare embedder on N of the texts (0: all)")
+    ap.add_argument("--completed-cap", type=float, default=1800, help="longest wait for ctxstore's completed")
+    ap.add_argument("--keep", type=Path, default=None, help="keep ctxstore's LoCoMo data dir here")
     ap.add_argument("--wait-load", type=float, default=3.0)
     ap.add_argument("--max-wait", type=float, default=300)
     ap.add_argument("--out", type=Path, default=OUT)
@@ -219,27 +221,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ctxstore-peers-") as tmp:
         scratch = Path(tmp)
         if "embedder" in phases:
-            run["embedder"] = [embedder(sf, scratch, "before")]
+            run["embedder"] = [embedder(sf, scratch, "before", args.embedder_sample)]
             log("embedder", run["embedder"][-1])
         if "scifact" in phases:
             run["scifact"] = {s: [] for s in systems}
             for rnd in range(1, args.rounds + 1):
                 for s in systems:
                     log(f"round {rnd}: {s} (load {load()})")
-                    r = ctx_scifact(sf, scratch, rnd) if s == "ctxstore" else peer_scifact(s, sf, scratch, rnd)
+                    r = (
+                        ctx_scifact(sf, scratch, rnd, args.completed_cap)
+                        if s == "ctxstore"
+                        else peer_scifact(s, sf, scratch, rnd)
+                    )
                     run["scifact"][s].append(r)
                     log(s, {k: v for k, v in r.items() if k not in ("log_tail", "info")})
                     save()
         if "embedder" in phases:
-            run["embedder"].append(embedder(sf, scratch, "after"))
+            run["embedder"].append(embedder(sf, scratch, "after", args.embedder_sample))
             log("embedder", run["embedder"][-1])
         if "locomo" in phases:
             lc = LoCoMo.load(args.locomo_convs)
             run["locomo"] = {"turns": sum(len(lc.turns(s)) for s in lc.sessions), "questions": len(lc.questions)}
-            for s in systems:
+            for s in (args.locomo_systems or args.systems).split(","):
                 log(f"locomo: {s} (load {load()})")
                 if s == "ctxstore":
-                    with Api(scratch / "ctxstore_locomo") as api:
+                    data = (args.keep or scratch) / "ctxstore_locomo"
+                    with Api(data) as api:
+                        (data.parent / "ctxstore_locomo.key").write_text(api.key)
                         run["locomo"]["ctxstore_turns"] = locomo_turns(api, lc)
                         run["locomo"]["ctxstore_pairs"] = locomo_pairs(api, lc)
                 else:
@@ -254,6 +262,19 @@ def main() -> None:
         if any("docs_per_s_searchable" in r for r in rs)
     }
     run["scifact_mean_docs_per_s_searchable"] = {s: round(v, 1) for s, v in sf_means.items()}
+    rates = [e["texts_per_s"] for e in run.get("embedder", []) if "texts_per_s" in e]
+    if rates and "ctxstore" in sf_means:
+        embed_s = len(sf.docs) / statistics.fmean(rates)
+        ctx = [r for r in run["scifact"]["ctxstore"] if "searchable_s" in r]
+        run["searchable_vs_bare_embedder"] = {
+            "embedder_s_same_texts": round(embed_s, 1),
+            "ctxstore_searchable_s": [r["searchable_s"] for r in ctx],
+            "ratio": [round(r["searchable_s"] / embed_s, 3) for r in ctx],
+            "ctxstore_completed_s": [r.get("completed_s") for r in ctx],
+            "graph_share_of_completed": [
+                round(1 - r["searchable_s"] / r["completed_s"], 3) if r.get("completed_s") else None for r in ctx
+            ],
+        }
     run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     run["load_at_end"] = load()
     save()
