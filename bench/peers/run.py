@@ -216,7 +216,7 @@ def main() -> None:
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(run, indent=1) + "\n")
+        args.out.write_text(json.dumps(run, indent=1, default=str) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="ctxstore-peers-") as tmp:
         scratch = Path(tmp)

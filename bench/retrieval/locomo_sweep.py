@@ -51,6 +51,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--build", action="store_true")
+    ap.add_argument("--pairs", action="store_true", help="also build and score the user_assistant_pairs form")
+    ap.add_argument("--k1", default="1.2,0.9")
+    ap.add_argument("--b", default="0.75,0.5,0.3")
+    ap.add_argument("--alpha", default="auto")
     args = ap.parse_args()
     lc = LoCoMo.load()
     key_file = args.data.parent / "sweep_key.txt"
@@ -58,7 +62,8 @@ def main() -> None:
         with Api(args.data) as api:
             key_file.write_text(api.key)
             locomo_turns(api, lc)
-            locomo_pairs(api, lc)
+            if args.pairs:
+                locomo_pairs(api, lc)
     mapping: dict[tuple[str, str, int], str] = {}
     for sid, sessions in lc.sessions.items():
         for k, session in enumerate(sessions):
@@ -72,7 +77,10 @@ def main() -> None:
     svc = services.query
     base_alpha = signals.choose_alpha
     results: list[dict[str, Any]] = []
-    for k1, b, alpha in itertools.product((1.2, 0.9, 1.6), (0.75, 0.4), (None, 0.35, 0.55)):
+    k1s = [float(x) for x in args.k1.split(",")]
+    bs = [float(x) for x in args.b.split(",")]
+    alphas = [None if x == "auto" else float(x) for x in args.alpha.split(",")]
+    for k1, b, alpha in itertools.product(k1s, bs, alphas):
         sidx.BM25_K1, sidx.BM25_B = k1, b
 
         def alpha_of(q: str, kw: int, vec: int, alpha: float | None = alpha) -> signals.AlphaChoice:
@@ -82,7 +90,8 @@ def main() -> None:
         query_service.choose_alpha = alpha_of  # type: ignore[assignment]
         row = {"k1": k1, "b": b, "alpha": alpha or "auto"}
         row["turns"] = evaluate(svc, principal, "turns", lc, None)
-        row["pairs"] = evaluate(svc, principal, "pairs", lc, mapping)
+        if args.pairs:
+            row["pairs"] = evaluate(svc, principal, "pairs", lc, mapping)
         print(json.dumps(row), flush=True)
         results.append(row)
     container.close()
