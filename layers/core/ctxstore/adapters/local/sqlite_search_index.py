@@ -10,7 +10,8 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
   from the postings (fts5vocab), chunk length from `chunks.kw_len`. FTS5's own bm25() uses
   table-wide statistics, so another organisation's or collection's data changed a score (and leaked
   its size); here it cannot (tests/unit/test_keyword_scope_stats.py). Same formula and constants as
-  FTS5 (k1 1.2, b 0.75, title weight 2, idf floor 1e-6). User text never reaches the MATCH grammar.
+  FTS5 (k1 1.2, b 0.75, title weight 2, idf floor 1e-6), except that scopes of short texts (under 64
+  words on average) do not normalise length (b 0). User text never reaches the MATCH grammar.
 - Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
@@ -48,6 +49,16 @@ TITLE_WEIGHT = 2.0
 TEXT_WEIGHT = 1.0
 BM25_K1 = 1.2
 BM25_B = 0.75
+# Scopes of short texts (chat turns, one-line memories: on average under SHORT_TEXT_TOKENS words) do not
+# normalise length: a turn's length says how chatty it is, not how diluted its topic. LoCoMo, one memory
+# per turn, R@10 in fast, conversations 0-4 (where b was chosen) / held-out 5-9: b 0.75 0.6395 / 0.575,
+# 0.5 0.6554 / 0.5908, 0.3 0.6657 / 0.6015, 0.15 0.6701 / 0.6047, 0 0.6731 / 0.6107 (docs/benchmarks.md).
+# SciFact (~250 words per abstract) keeps 0.75.
+SHORT_TEXT_TOKENS = 64
+BM25_B_SHORT = 0.0
+# FTS5's own bm25() constants (fixed in SQLite): only used to read term frequencies back from its scores.
+_FTS5_K1 = 1.2
+_FTS5_B = 0.75
 MAX_QUERY_TERMS = 64
 # An OR query whose terms' postings add up past this drops its most common terms (keeping at least
 # two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
@@ -586,8 +597,8 @@ class SqliteSearchIndex:
         tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
         for i, arr, idf_table in per_term:
             pos = np.searchsorted(rowids, arr[:, 0].astype(np.int64))
-            k_table = BM25_K1 * (1.0 - BM25_B + BM25_B * arr[:, 2] / avgdl_table)
-            c_table = idf_table * (BM25_K1 + 1.0)
+            k_table = _FTS5_K1 * (1.0 - _FTS5_B + _FTS5_B * arr[:, 2] / avgdl_table)
+            c_table = idf_table * (_FTS5_K1 + 1.0)
             tf[pos, i] = np.rint(arr[:, 1] * k_table / np.maximum(c_table - arr[:, 1], 1e-300))
         if keep is not None:
             rowids, dl, tf = rowids[keep], dl[keep], tf[keep]
@@ -595,7 +606,8 @@ class SqliteSearchIndex:
                 return None
         n_t = np.array([df[t] for t in terms], dtype=np.float64)
         idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avgdl)
+        b = BM25_B_SHORT if avgdl < SHORT_TEXT_TOKENS else BM25_B
+        norm = BM25_K1 * (1.0 - b + b * dl / avgdl)
         scores = (idf * tf * (BM25_K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
         return rowids, scores
 
