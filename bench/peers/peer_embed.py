@@ -3,6 +3,8 @@
 Same ONNX graph as ctxstore (export_model.py), same tokenizer (max 256 tokens, no padding for one
 text), same session options (2 intra-op threads, no spinning). precision="int8": one text per call
 (what ctxstore does: its activations are quantised per call); "fp32": length-sorted batches of 32.
+It mirrors ctxstore's _Runtime on purpose instead of importing it: this file runs in the peers' venvs,
+where ctxstore is not installed.
 """
 
 from __future__ import annotations
