@@ -1,7 +1,12 @@
-"""Ingestion benchmark: throughput from 202 to completed, time-to-searchable for memories, peak memory.
+"""Ingestion benchmark: time until a batch is searchable and completed, next to the bare embedder.
 
 Runs a real `ctxstore serve` on a fresh data dir and talks to it over HTTP.
-    uv run python -m bench.ingest.run [--items 1000] [--memories 30]
+    uv run python -m bench.ingest.run [--phases scifact,plain,memory,docs] [--scifact-docs N] [--items 1000]
+
+scifact: the 5,183 SciFact abstracts as app_knowledge notes (requests of 100), timed from the first
+request until every item is searchable (`graph_creation`/`completed`) and until every one is completed;
+the bare embedder (the server's model alone, one text per call, in this process while the server is
+idle) embeds the same texts before and after, and the report gives searchable time / embedder time.
 Writes bench/results/ingest.json and prints a report.
 """
 
@@ -17,6 +22,8 @@ from typing import Any
 
 import httpx
 from tests.support.server import ServerProcess
+
+from bench.api_client import Api, SciFact, bare_embedder, load
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSER_DOCS = ROOT.parent / "shared" / "data" / "parser_docs"
@@ -193,30 +200,66 @@ def bench_memory_latency(c: httpx.Client, n: int) -> dict[str, Any]:
     }
 
 
+def bench_scifact(n_docs: int, rounds: int) -> dict[str, Any]:
+    """SciFact through the API, alternating with the bare embedder on the same texts: E, C, E, C, ..., E."""
+    sf = SciFact.load(n_docs)
+    texts = sf.texts()
+    out: dict[str, Any] = {"docs": len(sf.docs), "embedder": [bare_embedder(texts)], "rounds": []}
+    print(f"  bare embedder: {out['embedder'][-1]}", flush=True)
+    for _ in range(rounds):
+        with tempfile.TemporaryDirectory() as tmp, Api(Path(tmp) / "data") as api:
+            _, rnd = api.timed_scifact(sf)
+            rnd["docs_per_s_completed"] = round(len(sf.docs) / rnd["completed_s"], 1)
+            rnd["graph_share_of_completed"] = round(1 - rnd["searchable_s"] / rnd["completed_s"], 3)
+            rnd["server_peak_rss_mb"] = round(_peak_rss_mb(api.server.proc.pid), 1)
+            out["rounds"].append(rnd)
+            print(f"  ctxstore: {rnd}", flush=True)
+        out["embedder"].append(bare_embedder(texts))
+        print(f"  bare embedder: {out['embedder'][-1]}", flush=True)
+    for i, rnd in enumerate(out["rounds"]):
+        # The reference for a round: the mean rate of the embedder runs right before and after it.
+        rate = (out["embedder"][i]["texts_per_s"] + out["embedder"][i + 1]["texts_per_s"]) / 2
+        rnd["embedder_s_same_texts"] = round(len(texts) / rate, 1)
+        rnd["searchable_vs_embedder"] = round(rnd["searchable_s"] / rnd["embedder_s_same_texts"], 3)
+        rnd["completed_vs_embedder"] = round(rnd["completed_s"] / rnd["embedder_s_same_texts"], 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--phases", default="scifact,plain,memory,docs")
+    ap.add_argument("--scifact-docs", type=int, default=0, help="first N SciFact docs (0: all 5,183)")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--memories", type=int, default=30)
-    ap.add_argument("--skip-docs", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ServerProcess(Path(tmp) / "data") as srv:
-        srv.wait_ready(60)
-        [key] = srv.printed_keys
-        with srv.client(key) as c:
-            c.timeout = httpx.Timeout(120)
-            result: dict[str, Any] = {"machine": "2 cores", "plain_text": bench_plain(c, args.items)}
-            result["memory_searchable"] = bench_memory_latency(c, args.memories)
-            if not args.skip_docs and PARSER_DOCS.exists():
-                result["parser_docs"] = bench_parser_docs(c)
-            result["server_peak_rss_mb"] = round(_peak_rss_mb(srv.proc.pid), 1)
-            # The server's own children: the embedded graph engine and the extraction process.
-            result["children_peak_rss_mb"] = {
-                name: round(_peak_rss_mb(pid), 1) for pid, name in _children(srv.proc.pid).items()
-            }
-        srv.stop()
-    out = ROOT / "bench" / "results" / "ingest.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    phases = args.phases.split(",")
+    result: dict[str, Any] = {"machine": "2 cores", "load_at_start": load()}
+    if "scifact" in phases:
+        print("SciFact through the API, next to the bare embedder", flush=True)
+        result["scifact"] = bench_scifact(args.scifact_docs, args.rounds)
+    if {"plain", "memory", "docs"} & set(phases):
+        with tempfile.TemporaryDirectory() as tmp, ServerProcess(Path(tmp) / "data") as srv:
+            srv.wait_ready(60)
+            [key] = srv.printed_keys
+            with srv.client(key) as c:
+                c.timeout = httpx.Timeout(120)
+                if "plain" in phases:
+                    result["plain_text"] = bench_plain(c, args.items)
+                if "memory" in phases:
+                    result["memory_searchable"] = bench_memory_latency(c, args.memories)
+                if "docs" in phases and PARSER_DOCS.exists():
+                    result["parser_docs"] = bench_parser_docs(c)
+                result["server_peak_rss_mb"] = round(_peak_rss_mb(srv.proc.pid), 1)
+                # The server's own children: the embedded graph engine and the extraction process.
+                result["children_peak_rss_mb"] = {
+                    name: round(_peak_rss_mb(pid), 1) for pid, name in _children(srv.proc.pid).items()
+                }
+            srv.stop()
+    result["load_at_end"] = load()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 

@@ -371,3 +371,23 @@ def test_status_lookup_forms(db: LocalApp) -> None:
     assert r.status_code == 400
     r = db.client.get("/context/status", params={"database": "acme", "ids": "ghost"}, headers=h)
     assert r.status_code == 404 and r.json()["error"]["code"] == "FILE_NOT_FOUND"
+
+
+def test_an_item_is_searchable_before_its_graph_step_runs(db: LocalApp) -> None:
+    """The index job ends at graph_creation and queues the graph job; the item answers queries meanwhile."""
+    from ctxstore.pipeline.jobs import GRAPH_QUEUE
+    from ctxstore.pipeline.local_runner import LocalRunner
+
+    items = [{"id": "n1", "title": "Lighthouse", "type": "note", "content": {"text": "The keeper logs storms."}}]
+    assert _ingest(db, app_knowledge=items).status_code == 202
+    foreground = [s for s in db.runner._specs if not s.background]
+    LocalRunner(db.container.queue, foreground).drain()  # every job but the graph step's
+    assert _status(db, "n1")["n1"]["indexing_status"] == "graph_creation"
+    assert db.container.queue.pending(GRAPH_QUEUE) == 1
+    r = db.client.post(
+        "/query", json={"database": "acme", "query": "keeper storms", "mode": "fast"}, headers=db.headers()
+    )
+    assert [c["id"] for c in r.json()["data"]["chunks"]] == ["n1"]
+    db.drain()
+    assert _status(db, "n1")["n1"]["indexing_status"] == "completed"
+    assert db.container.queue.pending(GRAPH_QUEUE) == 0

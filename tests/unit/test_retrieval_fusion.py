@@ -56,6 +56,10 @@ def test_route() -> None:
     assert route(compound, c, ["a", "b", "c"], ["a", "b", "c"]).mode == "thinking"
     assert clauses(compound) == ["when were invoices emailed", "how fast did card payments settle"]
     assert clauses("invoices emailed monthly") == []
+    # Without a reranking model an inconclusive pass stays fast; compound queries still get sub-queries.
+    assert route("q", c, ["x", "a"], ["y", "z"], reranker=False).mode == "fast"
+    assert route("q", [], [], [], reranker=False).mode == "fast"
+    assert route(compound, c, ["x"], ["y"], reranker=False).mode == "thinking"
 
 
 def test_feedback_terms_prefer_top_specific_words() -> None:

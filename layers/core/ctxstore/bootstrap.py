@@ -107,6 +107,18 @@ def _add_local_search(c: Container, settings: Settings) -> None:
         c.inferrer = llm
         c.closers.append(llm.close)
     c.closers.append(index.close)
+    if settings.rerank_url:  # thinking mode orders its pool with it; the offline rerank answers if it fails
+        from ctxstore.adapters.local.http_reranker import HttpReranker
+
+        reranker = HttpReranker(
+            settings.rerank_url,
+            api=settings.rerank_api,
+            model=settings.rerank_model,
+            api_key=settings.rerank_api_key,
+            timeout_s=settings.rerank_timeout_s,
+        )
+        c.reranker = reranker
+        c.closers.append(reranker.close)
 
 
 def _add_webhook_sender(c: Container) -> None:

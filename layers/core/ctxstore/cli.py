@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if released:
         logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
-    runner = LocalRunner(container.queue, queue_specs(services), threads=settings.workers)
+    runner = LocalRunner(container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers)
     runner.start()
     # Connector syncs: their own runner (a long chunk never holds an ingestion worker) and the scheduler
     # thread that queues due syncs from the persisted next_sync_at.

@@ -67,7 +67,12 @@ class Settings(BaseSettings):
     # CTXSTORE_EMBEDDING_PRECISION: the local MiniLM's weights: int8 (2x faster, same quality) or fp32
     embedding_precision: Literal["fp32", "int8"] = "int8"
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
-    rerank_model: str = ""  # CTXSTORE_RERANK_MODEL: Bedrock reranking model id or ARN for thinking mode (AWS only)
+    rerank_model: str = ""  # CTXSTORE_RERANK_MODEL: Bedrock reranking model (AWS), or the model name Infinity serves
+    # CTXSTORE_RERANK_URL: a self-hosted rerank server (text-embeddings-inference or Infinity) for thinking mode
+    rerank_url: str = ""
+    rerank_api: Literal["tei", "infinity"] = "tei"  # CTXSTORE_RERANK_API: the /rerank request shape it speaks
+    rerank_api_key: str = ""  # CTXSTORE_RERANK_API_KEY: sent as a bearer token when set
+    rerank_timeout_s: float = 10.0
     # Memory inference for infer=true: "rules" (offline, the default) or "llm" (the same endpoint as below).
     inferrer: Literal["rules", "llm"] = "rules"
     llm_base_url: str = ""  # CTXSTORE_LLM_BASE_URL, e.g. http://localhost:11434/v1

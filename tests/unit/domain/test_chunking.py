@@ -54,3 +54,12 @@ def test_code_fences_stay_whole_when_they_fit() -> None:
     text = "Intro.\n\n```python\ndef f():\n\n    return 1\n```\n\nAfter."
     [chunk] = chunk_markdown("d", text)
     assert "```python\ndef f():\n\n    return 1\n```" in chunk.text
+
+
+def test_a_short_document_stays_one_chunk() -> None:
+    abstract = "# Title\n\n" + " ".join(f"Sentence {i} says something about cells." for i in range(40))
+    assert 1200 < len(abstract) <= 2400
+    whole = chunk_markdown("d", abstract, whole_below=2400)
+    assert [c.text for c in whole] == [abstract] and whole[0].heading == "Title"
+    assert len(chunk_markdown("d", abstract)) == 2  # the limit is opt-in: long texts still split
+    assert len(chunk_markdown("d", abstract * 2, whole_below=2400)) > 1

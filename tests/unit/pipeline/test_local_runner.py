@@ -90,3 +90,44 @@ def test_backoff_grows_and_is_capped() -> None:
     assert [p.delay(a) for a in (1, 2, 3, 4, 5)] == [1, 2, 4, 5, 5]
     j = RetryPolicy(interval_s=1, backoff_rate=2, max_delay_s=5, jitter=True)
     assert all(0 <= j.delay(3) <= 4 for _ in range(50))
+
+
+def test_a_background_queue_runs_only_when_the_foreground_is_empty(tmp_path: Path) -> None:
+    q = _queue(tmp_path)
+    order: list[str] = []
+    fg = QueueSpec("index", lambda job: order.append(job.job_id))
+    bg = QueueSpec("graph", lambda job: order.append(job.job_id), background=True, max_running=1)
+    runner = LocalRunner(q, [bg, fg])  # listed first, still served last
+    for i in range(3):
+        q.enqueue("o", "graph", f"g{i}", {})
+        q.enqueue("o", "index", f"i{i}", {})
+    assert runner.drain() == 6
+    assert order == ["i0", "i1", "i2", "g0", "g1", "g2"]
+
+
+def test_a_background_queue_never_takes_more_threads_than_allowed(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    q = _queue(tmp_path)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def slow(job: Job) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+
+    runner = LocalRunner(q, [QueueSpec("graph", slow, background=True, max_running=1)], threads=3, idle_sleep_s=0.005)
+    for i in range(6):
+        q.enqueue("o", "graph", f"g{i}", {})
+    runner.start()
+    try:
+        deadline = time.time() + 10
+        while q.pending("graph") and time.time() < deadline:
+            time.sleep(0.02)
+    finally:
+        runner.stop()
+    assert q.pending("graph") == 0 and peak[0] == 1

@@ -3,6 +3,10 @@
 Each step is idempotent for a given item version, so a retried or duplicated
 job converges to the same state. Status moves queued -> processing ->
 graph_creation (searchable from here) -> completed; errors end in errored.
+
+Locally the work is two jobs: the index job (parse, chunk, embed, index: the item is searchable when it
+ends) queues the graph job (relations, graph writes, completed), which the runner runs only when no
+index job waits, so extraction never holds back searchability (docs/benchmarks.md, issue 15).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.domain.chunking import Chunk, chunk_id, chunk_markdown, embedding_input
+from ctxstore.domain.chunking import DEFAULT_WHOLE_BELOW, Chunk, chunk_id, chunk_markdown, embedding_input
 from ctxstore.domain.conversation import Turn, pair_turns, turn_chunks
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.parsing import ParseError, parse_document
@@ -43,12 +47,14 @@ STORAGE_ERROR = "E6001"
 INFERRED_PREFIX = "Inferred from conversation: "
 
 GraphStep = Callable[[str, ItemRef, dict[str, Any], list[Chunk]], int]
+QueueGraph = Callable[[str, ItemRef, str], None]  # org, item, version: start its graph job
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
     chunk_size: int = 1200
     chunk_overlap: int = 150
+    whole_below: int = DEFAULT_WHOLE_BELOW  # a document this short stays one chunk
     embed_batch: int = 64
 
 
@@ -70,11 +76,13 @@ class IngestPipeline:
         *,
         config: PipelineConfig | None = None,
         graph_step: GraphStep | None = None,
+        queue_graph: QueueGraph | None = None,
     ) -> None:
         self._c = c
         self._items = items
         self._cfg = config or PipelineConfig()
         self._graph_step = graph_step
+        self._queue_graph = queue_graph
 
     # ---- entry points ----------------------------------------------------------------------
     def handle(self, job: Job) -> None:
@@ -88,12 +96,24 @@ class IngestPipeline:
         except StoreUnavailable as exc:
             raise TransientError(str(exc)) from exc
 
+    def handle_graph(self, job: Job) -> None:
+        """Local runner handler of the graph queue: the graph step of a published version, then completed."""
+        ref = ItemRef.from_json(job.payload["ref"])
+        version = str(job.payload["version"])
+        try:
+            self.graph_and_complete(job.org, ref, version)
+        except StaleJob:
+            return
+        except StoreUnavailable as exc:
+            raise TransientError(str(exc)) from exc
+
     def on_give_up(self, job: Job, error: str) -> None:
         """After the last retry: the item ends in errored with the storage code."""
         self.fail(job.org, ItemRef.from_json(job.payload["ref"]), str(job.payload["version"]), error)
 
     def run(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> None:
-        """Every step in one go (the local runner). Step Functions runs the same steps one Task each."""
+        """The index job: every step up to searchable, then the graph step is queued (or run inline when no
+        graph queue is wired). Step Functions runs the same steps one Task each."""
         record = self.begin(org, ref, version, attempt=attempt)
         if record is None:
             return
@@ -102,6 +122,23 @@ class IngestPipeline:
             return
         docs = self.embed(org, ref, record, chunks)
         self.publish(org, ref, version, docs)
+        if self._graph_step is not None and self._queue_graph is not None:
+            self._queue_graph(org, ref, version)
+            return
+        relations = self.graph(org, ref, version, chunks)
+        self.complete(org, ref, version, relations)
+
+    def graph_and_complete(self, org: str, ref: ItemRef, version: str) -> None:
+        """The graph job: the item's chunks as indexed for this version feed the graph step."""
+        record = self.current(org, ref, version)
+        if record is None:
+            raise StaleJob()
+        if record["status"] in TERMINAL:
+            return  # a duplicate of a finished job
+        idx = self._c.search_index
+        assert idx is not None
+        docs = idx.item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
+        chunks = [Chunk(d.chunk_id, d.position, d.text, "") for d in docs]
         relations = self.graph(org, ref, version, chunks)
         self.complete(org, ref, version, relations)
 
@@ -183,7 +220,12 @@ class IngestPipeline:
             chunks = turn_chunks(ref.item_id, parsed.turns, scope=scope, size=self._cfg.chunk_size)
         else:
             chunks = chunk_markdown(
-                ref.item_id, text, size=self._cfg.chunk_size, overlap=self._cfg.chunk_overlap, scope=scope
+                ref.item_id,
+                text,
+                size=self._cfg.chunk_size,
+                overlap=self._cfg.chunk_overlap,
+                scope=scope,
+                whole_below=self._cfg.whole_below,
             )
         if record.get("infer") and self._c.inferrer is not None:
             inferred = self._c.inferrer.infer_memories([text], record.get("user_name"))

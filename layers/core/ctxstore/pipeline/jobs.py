@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job
-from ctxstore.ports.workflow import INGEST_QUEUE
+from ctxstore.ports.workflow import INGEST_QUEUE, WorkflowStarter
+from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
 from ctxstore.services.container import Options
 from ctxstore.services.databases import PROVISION_QUEUE
+from ctxstore.services.items import ItemRef
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
 
 # The same numbers as the Retry blocks of statemachines/ingest.asl.json (the E6001 path); tests/aws checks it.
 # max_attempts counts attempts; the ASL's MaxAttempts counts retries (max_attempts - 1).
 INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max_delay_s=30.0)
+# The graph step of an indexed item (relations, graph writes, completed): a background queue, run only
+# when no index job waits and by one thread fewer than the runner has, so items become searchable at
+# the embedder's pace and a new item never waits behind extraction.
+GRAPH_QUEUE = "graph"
 
 
 def webhook_retry(o: Options) -> RetryPolicy:
@@ -53,13 +61,31 @@ def connector_spec(connectors: ConnectorService) -> QueueSpec:
     return QueueSpec(SYNC_QUEUE, run, INGEST_RETRY, lease_s=connectors.limits.lease_s)
 
 
-def ingest_pipeline(svc: Services) -> IngestPipeline:
-    """The ingestion pipeline both runners drive: the local queue (queue_specs) and Step Functions (ingest_steps)."""
+def ingest_pipeline(svc: Services, *, graph_jobs: WorkflowStarter | None = None) -> IngestPipeline:
+    """The ingestion pipeline both runners drive: the local queue (queue_specs) and Step Functions (ingest_steps).
+
+    With `graph_jobs` the index job ends at searchable and starts the item's graph job there."""
     graph_step = svc.graphs.graph_step if svc.graphs is not None else None
-    return IngestPipeline(svc.container, svc.items, graph_step=graph_step)
+
+    def queue_graph(org: str, ref: ItemRef, version: str) -> None:
+        assert graph_jobs is not None
+        name = f"graph{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}"
+        graph_jobs.start(org, name, {"ref": ref.to_json(), "version": version})
+
+    return IngestPipeline(
+        svc.container, svc.items, graph_step=graph_step, queue_graph=queue_graph if graph_jobs is not None else None
+    )
 
 
-def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> list[QueueSpec]:
+class _GraphJobs:
+    def __init__(self, svc: Services) -> None:
+        self._queue = svc.container.queue
+
+    def start(self, org: str, execution_name: str, payload: dict[str, Any]) -> bool:
+        return self._queue.enqueue(org, GRAPH_QUEUE, execution_name, payload)
+
+
+def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, threads: int = 2) -> list[QueueSpec]:
     """Every queue but connector syncs, which run on their own runner (`serve`) or function (AWS), so a long
     sync chunk never holds a worker that ingestion needs."""
 
@@ -67,8 +93,19 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY) -> l
         svc.databases.provision(job.org, str(job.payload["database"]))
 
     specs = [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
-    pipeline = ingest_pipeline(svc)
+    pipeline = ingest_pipeline(svc, graph_jobs=_GraphJobs(svc))
     specs.append(QueueSpec(INGEST_QUEUE, pipeline.handle, ingest_retry, lease_s=600, on_failure=pipeline.on_give_up))
     if svc.webhooks is not None:
         specs.append(webhook_spec(svc.webhooks, svc.container.options))
+    specs.append(
+        QueueSpec(
+            GRAPH_QUEUE,
+            pipeline.handle_graph,
+            ingest_retry,
+            lease_s=600,
+            on_failure=pipeline.on_give_up,
+            background=True,
+            max_running=max(1, threads - 1),
+        )
+    )
     return specs

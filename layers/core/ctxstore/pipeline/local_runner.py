@@ -27,6 +27,10 @@ class QueueSpec:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     lease_s: float = 300.0
     on_failure: FailureHook | None = None  # called once a job is given up on
+    # A background queue is claimed only in a pass that found nothing else to run, and by at most
+    # `max_running` threads at once (0: no bound), so the foreground queues always have a thread.
+    background: bool = False
+    max_running: int = 0
 
 
 class LocalRunner:
@@ -43,6 +47,8 @@ class LocalRunner:
         # here and written first on the next pass, so a job is retried when space returns, not after its lease.
         self._unrecorded: list[Callable[[], None]] = []
         self._unrecorded_lock = threading.Lock()
+        self._running: dict[str, int] = {}
+        self._running_lock = threading.Lock()
 
     def start(self) -> None:
         for i in range(self._threads):
@@ -61,10 +67,34 @@ class LocalRunner:
         self._flush_unrecorded()
         ran = 0
         for spec in self._specs:
+            if spec.background:
+                continue
             for job in self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1):
                 self._run(spec, job)
                 ran += 1
+        for spec in self._specs:
+            if spec.background and not ran:
+                ran += self._run_background(spec)
         return ran
+
+    def _run_background(self, spec: QueueSpec) -> int:
+        with self._running_lock:
+            running = self._running.get(spec.name, 0)
+            if spec.max_running and running >= spec.max_running:
+                return 0
+            self._running[spec.name] = running + 1
+        try:
+            jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1)
+            for job in jobs:
+                self._run(spec, job)
+            return len(jobs)
+        finally:
+            with self._running_lock:
+                self._running[spec.name] -= 1
+
+    @property
+    def threads(self) -> int:
+        return self._threads
 
     def drain(self, max_jobs: int = 10_000) -> int:
         total = 0

@@ -65,16 +65,28 @@ class Route:
     reason: str
 
 
-def route(query: str, fused: Sequence[Candidate], keyword_top: Sequence[str], vector_top: Sequence[str]) -> Route:
+def route(
+    query: str,
+    fused: Sequence[Candidate],
+    keyword_top: Sequence[str],
+    vector_top: Sequence[str],
+    *,
+    reranker: bool = True,
+) -> Route:
     """Fast when the first pass is conclusive; thinking otherwise (the spec's default when in doubt).
 
     Conclusive = the two lanes agree on the best items (item overlap of their top 5 is 3 or more),
     or the fused leader is also a top-2 item of both lanes and leads the runner-up by 15 %.
     Queries with several clauses are multi-hop by construction and go to thinking.
+    Without a reranking model (`reranker=False`) an inconclusive pass has nothing in thinking to settle
+    it: the offline rerank measured no better than fast (SciFact, LoCoMo and held-out splits,
+    docs/benchmarks.md), so only compound queries, which thinking splits into sub-queries, go there.
     """
     clauses = [c for c in CLAUSE_SPLIT.split(query) if len(content_terms(c)) >= 2]
     if len(clauses) >= 2 and len(content_terms(query)) >= 6:
         return Route("thinking", "several clauses: multi-query expansion")
+    if not reranker:
+        return Route("fast", "no reranking model configured: offline thinking measures no better than fast")
     if not fused:
         return Route("thinking", "no candidates in the first pass")
     overlap = len(set(keyword_top[:5]) & set(vector_top[:5]))

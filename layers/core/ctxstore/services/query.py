@@ -113,7 +113,13 @@ class QueryService:
         fused = self._score(fuse(first.lanes, alpha), req)
         mode, reason = req.mode, alpha_reason
         if req.mode == "auto":
-            chosen = route(req.query, fused, _items_of(first.lanes, "keyword"), _items_of(first.lanes, "vector"))
+            chosen = route(
+                req.query,
+                fused,
+                _items_of(first.lanes, "keyword"),
+                _items_of(first.lanes, "vector"),
+                reranker=r.reranker is not None,
+            )
             mode, reason = chosen.mode, f"{chosen.reason}; alpha {alpha_reason}"
         if mode == "fast":
             return Answer(fused, "fast", alpha, reason, [req.query])

@@ -18,6 +18,7 @@ call is answered in-process, so a job never fails for it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -47,6 +48,7 @@ TEMPORAL = {"DATE", "TIME"}
 SUBJECT_DEPS = {"nsubj", "nsubjpass"}
 OBJECT_DEPS = {"dobj", "attr", "oprd", "dative"}
 MAX_TEXT = 100_000  # characters per call; chunks are far smaller
+CHILD_NICENESS = 10
 
 _lock = threading.Lock()
 _nlp: Any = None
@@ -73,6 +75,10 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _warm_child(parent: int) -> None:
+    # Below the server's threads: extraction (the graph step) must never take the cores that embedding
+    # needs to make new items searchable (issue 15).
+    with contextlib.suppress(OSError):
+        os.nice(CHILD_NICENESS)
     threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
     load_pipeline()
 

@@ -1,29 +1,32 @@
-"""SearchIndex on SQLite: chunks table, FTS5 (bm25) for keywords, exact numpy search over cached vectors.
+"""SearchIndex on SQLite: chunks table, FTS5 postings for keywords (bm25 per scope), numpy vector search.
 
 One file of its own (e.g. data_dir/"search.db"), so heavy index writes never block record writes.
 
-- Keyword search: an external-content FTS5 table over (scope, title, text), tokenizer
-  `porter unicode61 remove_diacritics 2`. `scope` holds two opaque tokens per row (one for
-  org/database/store, one for that plus the collection) so the scope filter is a posting-list
-  intersection inside FTS5 instead of a scan of every match; its bm25 weight is 0. User text never
-  reaches the MATCH grammar: it is split into words and each word is double-quoted.
+- Keyword search: each chunk's title and text are indexed as Porter stems prefixed with the code of
+  the chunk's collection (keyword_terms.py), in an external-content FTS5 table (tokenizer `ascii`:
+  one token per stem). A term's postings are therefore one collection's, and bm25 is computed here,
+  per query, from statistics of the queried collections only: document count and total length per
+  collection (`kw_scopes`, kept in the write's transaction), document frequency and term frequencies
+  from the postings (fts5vocab), chunk length from `chunks.kw_len`. FTS5's own bm25() uses
+  table-wide statistics, so another organisation's or collection's data changed a score (and leaked
+  its size); here it cannot (tests/unit/test_keyword_scope_stats.py). Same formula and constants as
+  FTS5 (k1 1.2, b 0.75, title weight 2, idf floor 1e-6), except that scopes of short texts (under 64
+  words on average) do not normalise length (b 0). User text never reaches the MATCH grammar.
 - Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
   race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
   shortlist by 1-bit codes and rescore exactly (vector_cache.py).
-- Scores are raw: keyword = -bm25 (higher is better), vector = dot product of the stored and query
+- Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
+import math
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
 from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
@@ -43,12 +47,23 @@ Vector = npt.NDArray[np.float32]
 
 TITLE_WEIGHT = 2.0
 TEXT_WEIGHT = 1.0
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Scopes of short texts (chat turns, one-line memories: on average under SHORT_TEXT_TOKENS words) do not
+# normalise length: a turn's length says how chatty it is, not how diluted its topic. LoCoMo, one memory
+# per turn, R@10 in fast, conversations 0-4 (where b was chosen) / held-out 5-9: b 0.75 0.6395 / 0.575,
+# 0.5 0.6554 / 0.5908, 0.3 0.6657 / 0.6015, 0.15 0.6701 / 0.6047, 0 0.6731 / 0.6107 (docs/benchmarks.md).
+# SciFact (~250 words per abstract) keeps 0.75.
+SHORT_TEXT_TOKENS = 64
+BM25_B_SHORT = 0.0
+# FTS5's own bm25() constants (fixed in SQLite): only used to read term frequencies back from its scores.
+_FTS5_K1 = 1.2
+_FTS5_B = 0.75
 MAX_QUERY_TERMS = 64
 # An OR query whose terms' postings add up past this drops its most common terms (keeping at least
 # two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
 # while the words they drop carry the lowest idf and move the ranking least.
 MAX_OR_POSTINGS = 5_000
-_DF_TTL_S = 60.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -68,22 +83,24 @@ CREATE TABLE IF NOT EXISTS chunks (
     created_at REAL NOT NULL DEFAULT 0,
     position INTEGER NOT NULL DEFAULT 0,
     dim INTEGER,
-    vector BLOB
+    vector BLOB,
+    kw_scope INTEGER,
+    kw_title TEXT,
+    kw_text TEXT,
+    kw_len INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_id ON chunks (org, chunk_id);
 CREATE INDEX IF NOT EXISTS chunks_by_item ON chunks (org, database, store, collection, item_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    scope, title, text,
-    content='chunks', content_rowid='id',
-    tokenize='porter unicode61 remove_diacritics 2'
+CREATE TABLE IF NOT EXISTS kw_scopes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    org TEXT NOT NULL,
+    database TEXT NOT NULL,
+    store TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    docs INTEGER NOT NULL DEFAULT 0,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (org, database, store, collection)
 );
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, scope, title, text) VALUES (new.id, new.scope, new.title, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, scope, title, text)
-    VALUES ('delete', old.id, old.scope, old.title, old.text);
-END;
 CREATE TABLE IF NOT EXISTS vector_scopes (
     org TEXT NOT NULL,
     database TEXT NOT NULL,
@@ -98,50 +115,55 @@ CREATE TABLE IF NOT EXISTS databases (
 ) WITHOUT ROWID;
 """
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_KW_SCHEMA = (
+    "CREATE VIRTUAL TABLE kw_fts USING fts5(kw_title, kw_text, content='chunks', content_rowid='id', tokenize='ascii')",
+    "CREATE TRIGGER kw_ai AFTER INSERT ON chunks BEGIN"
+    " INSERT INTO kw_fts (rowid, kw_title, kw_text) VALUES (new.id, new.kw_title, new.kw_text); END",
+    "CREATE TRIGGER kw_ad AFTER DELETE ON chunks BEGIN"
+    " INSERT INTO kw_fts (kw_fts, rowid, kw_title, kw_text) VALUES ('delete', old.id, old.kw_title, old.kw_text); END",
+)
+
 # Lucene's English stop set. Dropped from "or" queries only (unless nothing else is left): under bm25 they
-# add almost nothing to the ranking but make FTS5 score nearly every row.
+# add almost nothing to the ranking but make every row of a collection a match.
 STOPWORDS = ENGLISH_STOPWORDS
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
 
 
-def _token(*parts: str) -> str:
-    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=12).hexdigest()
-    return "z" + digest  # letters and digits only: one token under unicode61, never a stem change of note
+@dataclass(frozen=True)
+class KeywordQuery:
+    """The stems a query scores with, and (for and/phrase) the words that must match."""
+
+    terms: list[str]  # distinct stems, in query order
+    required: list[str]  # stems every match must hold, in order (and: all, phrase: the sequence)
+    phrase: bool
 
 
-def _store_token(org: str, database: str, store: str) -> str:
-    return _token("s", org, database, store)
-
-
-def _collection_token(org: str, database: str, store: str, collection: str) -> str:
-    return _token("c", org, database, store, collection)
-
-
-def fts_terms(query: str) -> list[str]:
-    """Words of a user query, deduplicated in order, each safe to double-quote for FTS5."""
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query):
-        seen.setdefault(word.lower(), None)
-    return list(seen)[:MAX_QUERY_TERMS]
-
-
-def fts_expression(query: str, operator: str) -> str | None:
-    """A MATCH expression for the title and text columns, or None when the query has no words."""
-    terms = fts_terms(query) if operator != "phrase" else [w.lower() for w in _WORD.findall(query)]
-    if not terms:
-        return None
-    if operator == "phrase":
-        body = '"' + " ".join(terms) + '"'
-    elif operator == "and":
-        body = " AND ".join(f'"{t}"' for t in terms)
-    elif operator == "or":
-        body = " OR ".join(f'"{t}"' for t in ([t for t in terms if t not in STOPWORDS] or terms))
-    else:
+def keyword_query(query: str, operator: str) -> KeywordQuery | None:
+    """None when the query has no words."""
+    if operator not in ("or", "and", "phrase"):
         raise ValueError(f"unknown keyword operator {operator!r}; use 'or', 'and' or 'phrase'")
-    return "{title text} : (" + body + ")"
+    words = kt.words(query)
+    if not words:
+        return None
+    distinct = list(dict.fromkeys(words))[:MAX_QUERY_TERMS]
+    if operator == "or":
+        distinct = [w for w in distinct if w not in STOPWORDS] or distinct
+        return KeywordQuery(list(dict.fromkeys(kt.stem(w) for w in distinct)), [], False)
+    stems = list(dict.fromkeys(kt.stem(w) for w in distinct))
+    if operator == "and":
+        return KeywordQuery(stems, stems, False)
+    return KeywordQuery(stems, [kt.stem(w) for w in words[:MAX_QUERY_TERMS]], True)
+
+
+def _match_expression(codes: Sequence[str], q: KeywordQuery) -> str:
+    """and/phrase: rows of any of the scopes holding the required stems (tokens are [0-9a-z...] only)."""
+    if q.phrase:
+        per_scope = ['"' + " ".join(code + t for t in q.required) + '"' for code in codes]
+    else:
+        per_scope = ["(" + " AND ".join(f'"{code}{t}"' for t in q.required) + ")" for code in codes]
+    return " OR ".join(per_scope)
 
 
 def _vector_blob(vector: Vector | None) -> tuple[int | None, bytes | None]:
@@ -177,11 +199,53 @@ class SqliteSearchIndex:
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
         self._db.executescript(_SCHEMA)
+        self._migrate_keywords()
         self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
-        self._df_cache: dict[str, tuple[int, float]] = {}
+
+    def _migrate_keywords(self) -> None:
+        """Index files written before per-scope keyword statistics: drop the table-wide FTS5 index, derive
+        every chunk's scoped stems and the per-collection counts, build the new index. Once per file."""
+        with self._db.write() as conn:
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}
+            for col, kind in (
+                ("kw_scope", "INTEGER"),
+                ("kw_title", "TEXT"),
+                ("kw_text", "TEXT"),
+                ("kw_len", "INTEGER"),
+            ):
+                if col not in columns:
+                    conn.execute(f"ALTER TABLE chunks ADD COLUMN {col} {kind}")
+            # Lengths by row id without reading the rows (a vector blob sits before kw_len in each one).
+            conn.execute("CREATE INDEX IF NOT EXISTS chunks_kw_len ON chunks (id, kw_len)")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "chunks_fts" in tables:
+                conn.execute("DROP TRIGGER IF EXISTS chunks_ai")
+                conn.execute("DROP TRIGGER IF EXISTS chunks_ad")
+                conn.execute("DROP TABLE chunks_fts")
+            if "kw_fts" in tables:
+                return
+            rows = conn.execute(
+                "SELECT id, org, database, store, collection, title, text FROM chunks WHERE kw_len IS NULL"
+            ).fetchall()
+            counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+            for rowid, org, database, store, collection, title, text in rows:
+                sid = self._scope_id(conn, org, database, store, collection)
+                code = kt.scope_code(sid)
+                title_terms, text_terms = kt.stems(title), kt.stems(text)
+                length = len(title_terms) + len(text_terms)
+                counts[sid][0] += 1
+                counts[sid][1] += length
+                conn.execute(
+                    "UPDATE chunks SET kw_scope=?, kw_title=?, kw_text=?, kw_len=? WHERE id=?",
+                    (sid, kt.scoped(code, title_terms), kt.scoped(code, text_terms), length, rowid),
+                )
+            self._count(conn, {sid: (n, t) for sid, (n, t) in counts.items()})
+            for statement in _KW_SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO kw_fts (kw_fts) VALUES ('rebuild')")
 
     def close(self) -> None:
         self._db.close()
@@ -222,17 +286,22 @@ class SqliteSearchIndex:
 
     def _delete_rows(self, conn: Connection, where: str, params: Sequence[Any], delta: _Delta) -> int:
         rows = conn.execute(
-            f"DELETE FROM chunks WHERE {where} RETURNING id, org, database, store, dim", params
+            f"DELETE FROM chunks WHERE {where} RETURNING id, org, database, store, dim, kw_scope, kw_len", params
         ).fetchall()
-        for rowid, org, database, store, dim in rows:
+        removed: dict[int, tuple[int, int]] = {}
+        for rowid, org, database, store, dim, sid, length in rows:
             key = (org, database, store)
             self._bump(conn, key, delta)
             if dim is not None:
                 delta.removed[key].append(int(rowid))
+            if sid is not None:
+                n, t = removed.get(int(sid), (0, 0))
+                removed[int(sid)] = (n - 1, t - int(length or 0))
+        self._count(conn, removed)
         return len(rows)
 
     @staticmethod
-    def _check_dims(conn: Connection, org: str, prepared: Sequence[tuple[ChunkDoc, int | None, Any, str]]) -> None:
+    def _check_dims(conn: Connection, org: str, prepared: Sequence[tuple[ChunkDoc, int | None, Any, Any]]) -> None:
         """Every vector in one (org, database, store) has one dimension; a mismatch is rejected whole."""
         dims: dict[tuple[str, str], int] = {}
         for c, dim, _, _ in prepared:
@@ -266,21 +335,25 @@ class SqliteSearchIndex:
             if c.store not in _STORES:
                 raise ValueError(f"unknown store {c.store!r}")
             dim, blob = _vector_blob(c.vector)
-            scope = " ".join(
-                (_store_token(org, c.database, c.store), _collection_token(org, c.database, c.store, c.collection))
-            )
-            prepared.append((c, dim, blob, scope))
+            prepared.append((c, dim, blob, (kt.stems(c.title), kt.stems(c.text))))
         delta = _Delta()
         with self._write_lock:
             with self._db.write() as conn:
                 self._check_dims(conn, org, prepared)
                 ids = json.dumps(list(latest))
                 self._delete_rows(conn, "org=? AND chunk_id IN (SELECT value FROM json_each(?))", (org, ids), delta)
-                for c, dim, blob, scope in prepared:
+                added: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+                for c, dim, blob, (title_terms, text_terms) in prepared:
+                    sid = self._scope_id(conn, org, c.database, c.store, c.collection)
+                    code = kt.scope_code(sid)
+                    length = len(title_terms) + len(text_terms)
+                    added[sid][0] += 1
+                    added[sid][1] += length
                     (rowid,) = conn.execute(
                         "INSERT INTO chunks (org, database, collection, store, item_id, chunk_id, title, text, scope,"
-                        " source_type, metadata, additional_metadata, created_at, position, dim, vector)"
-                        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                        " source_type, metadata, additional_metadata, created_at, position, dim, vector,"
+                        " kw_scope, kw_title, kw_text, kw_len)"
+                        " VALUES (?,?,?,?,?,?,?,?,'',?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                         (
                             org,
                             c.database,
@@ -290,7 +363,6 @@ class SqliteSearchIndex:
                             c.chunk_id,
                             c.title,
                             c.text,
-                            scope,
                             c.source_type,
                             json.dumps(c.metadata, separators=(",", ":")),
                             json.dumps(c.additional_metadata, separators=(",", ":")),
@@ -298,13 +370,39 @@ class SqliteSearchIndex:
                             c.position,
                             dim,
                             blob,
+                            sid,
+                            kt.scoped(code, title_terms),
+                            kt.scoped(code, text_terms),
+                            length,
                         ),
                     ).fetchone()
                     key = (org, c.database, c.store)
                     self._bump(conn, key, delta)
                     if c.vector is not None:
                         delta.added[key].append((int(rowid), c.collection, np.asarray(c.vector, dtype=np.float32)))
+                self._count(conn, {sid: (n, t) for sid, (n, t) in added.items()})
             self._apply(delta)
+
+    @staticmethod
+    def _scope_id(conn: Connection, org: str, database: str, store: str, collection: str) -> int:
+        key = (org, database, store, collection)
+        row = conn.execute(
+            "SELECT id FROM kw_scopes WHERE org=? AND database=? AND store=? AND collection=?", key
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        (sid,) = conn.execute(
+            "INSERT INTO kw_scopes (org, database, store, collection) VALUES (?,?,?,?) RETURNING id", key
+        ).fetchone()
+        return int(sid)
+
+    @staticmethod
+    def _count(conn: Connection, change: dict[int, tuple[int, int]]) -> None:
+        """Documents and tokens per collection, in the write's own transaction (the bm25 statistics)."""
+        conn.executemany(
+            "UPDATE kw_scopes SET docs = docs + ?, tokens = tokens + ? WHERE id = ?",
+            [(n, t, sid) for sid, (n, t) in change.items() if n or t],
+        )
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
         delta = _Delta()
@@ -352,102 +450,166 @@ class SqliteSearchIndex:
                 params.extend(sub)
         return "".join(f" AND {c}" for c in clauses)
 
-    # -- postings pruning for OR queries -----------------------------------------------------------
+    # -- keyword search: bm25 over the queried collections' own statistics ------------------------
 
     def _query_conn(self) -> Connection:
-        """This thread's connection, with the temp tables that stem words and read document counts."""
+        """This thread's connection, with the vocabulary tables that read document frequencies and postings."""
         conn = self._db.conn
         if not getattr(self._vocab_ready, "done", False):
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, kw_fts, 'row')")
             conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')"
-            )
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_words"
-                " USING fts5(t, tokenize='porter unicode61 remove_diacritics 2')"
-            )
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_words, 'instance')"
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_postings USING fts5vocab(main, kw_fts, 'instance')"
             )
             self._vocab_ready.done = True
         return conn
 
-    def _doc_freqs(self, words: list[str]) -> dict[str, int]:
-        """Rows containing each word (index-wide, after stemming); cached for a minute."""
-        conn = self._query_conn()
-        conn.execute("DELETE FROM temp.query_words")
-        conn.executemany("INSERT INTO temp.query_words (rowid, t) VALUES (?, ?)", list(enumerate(words, 1)))
-        stems = {int(doc): str(term) for doc, term in conn.execute("SELECT doc, term FROM temp.query_stems")}
-        now = time.monotonic()
-        out: dict[str, int] = {}
-        for i, word in enumerate(words, 1):
-            stem = stems.get(i)
-            if stem is None:
-                out[word] = 0
-                continue
-            cached = self._df_cache.get(stem)
-            if cached is None or now - cached[1] > _DF_TTL_S:
-                row = conn.execute("SELECT doc FROM temp.chunks_vocab WHERE term = ?", (stem,)).fetchone()
-                cached = (int(row[0]) if row else 0, now)
-                if len(self._df_cache) > 50_000:
-                    self._df_cache.clear()
-                self._df_cache[stem] = cached
-            out[word] = cached[0]
-        return out
+    def _scopes(self, conn: Connection, org: str, flt: SearchFilter) -> list[tuple[int, int, int]]:
+        """(id, documents, tokens) of the collections a search covers."""
+        if flt.collections:
+            return [
+                (int(r[0]), int(r[1]), int(r[2]))
+                for r in conn.execute(
+                    "SELECT id, docs, tokens FROM kw_scopes WHERE org=? AND database=? AND store=?"
+                    " AND collection IN (SELECT value FROM json_each(?)) AND docs > 0",
+                    (org, flt.database, flt.store, json.dumps(list(dict.fromkeys(flt.collections)))),
+                )
+            ]
+        return [
+            (int(r[0]), int(r[1]), int(r[2]))
+            for r in conn.execute(
+                "SELECT id, docs, tokens FROM kw_scopes WHERE org=? AND database=? AND store=? AND docs > 0",
+                (org, flt.database, flt.store),
+            )
+        ]
 
-    def _or_query(self, query: str) -> str:
-        terms = [t for t in fts_terms(query) if t not in STOPWORDS] or fts_terms(query)
-        if len(terms) <= 2 or self._rows_estimate() <= MAX_OR_POSTINGS:
-            return query
-        dfs = self._doc_freqs(terms)
-        if sum(dfs.values()) <= MAX_OR_POSTINGS:
-            return query
+    @staticmethod
+    def _doc_freqs(conn: Connection, tokens: list[str]) -> dict[str, int]:
+        """Rows holding each scoped token (one collection's postings each)."""
+        rows = conn.execute(
+            "SELECT term, doc FROM temp.kw_rows WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(tokens),)
+        ).fetchall()
+        return {str(t): int(d) for t, d in rows}
+
+    @staticmethod
+    def _prune(terms: list[str], df: dict[str, int]) -> list[str]:
+        """OR queries whose postings add up past MAX_OR_POSTINGS drop their most common terms (keeping two)."""
+        if len(terms) <= 2 or sum(df.values()) <= MAX_OR_POSTINGS:
+            return terms
         kept: list[str] = []
         total = 0
-        for word in sorted(terms, key=lambda w: (dfs[w], terms.index(w))):
-            if len(kept) >= 2 and total + dfs[word] > MAX_OR_POSTINGS:
+        for term in sorted(terms, key=lambda t: (df[t], terms.index(t))):
+            if len(kept) >= 2 and total + df[term] > MAX_OR_POSTINGS:
                 break
-            kept.append(word)
-            total += dfs[word]
-        return " ".join(w for w in terms if w in kept)
-
-    def _rows_estimate(self) -> int:
-        row = self._db.conn.execute("SELECT max(id) FROM chunks").fetchone()
-        return int(row[0] or 0)
+            kept.append(term)
+            total += df[term]
+        return [t for t in terms if t in kept]
 
     def keyword_search(self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or") -> list[Hit]:
-        if operator == "or":
-            query = self._or_query(query)
-        body = fts_expression(query, operator)
-        if body is None or limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
+        q = keyword_query(query, operator)
+        if q is None or limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
-        if flt.collections:
-            tokens = " OR ".join(
-                f'"{_collection_token(org, flt.database, flt.store, c)}"' for c in dict.fromkeys(flt.collections)
-            )
-        else:
-            tokens = f'"{_store_token(org, flt.database, flt.store)}"'
-        match = f"scope : ({tokens}) AND {body}"
-        if flt.item_ids is None and not flt.metadata and not flt.additional_metadata:
-            # The scope tokens already restrict to org/database/store/collections: rank inside FTS5 and
-            # join only the top rows (the outer conditions just re-check them).
-            rows = self._db.conn.execute(
-                "SELECT c.chunk_id, c.item_id, c.collection, t.rank FROM"
-                " (SELECT rowid AS id, bm25(chunks_fts, 0.0, ?, ?) AS rank FROM chunks_fts"
-                "  WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS t"
-                " JOIN chunks AS c ON c.id = t.id WHERE c.org=? AND c.database=? AND c.store=? ORDER BY t.rank",
-                (TITLE_WEIGHT, TEXT_WEIGHT, match, limit, org, flt.database, flt.store),
-            ).fetchall()
-            return [Hit(chunk_id=r[0], item_id=r[1], collection=r[2], score=-float(r[3])) for r in rows]
-        params: list[Any] = [TITLE_WEIGHT, TEXT_WEIGHT, match, org, flt.database, flt.store]
-        extra = self._filter_sql(flt, params)
-        params.append(limit)
-        rows = self._db.conn.execute(
-            "SELECT c.chunk_id, c.item_id, c.collection, bm25(chunks_fts, 0.0, ?, ?) AS rank"
-            " FROM chunks_fts JOIN chunks AS c ON c.id = chunks_fts.rowid"
-            " WHERE chunks_fts MATCH ? AND c.org=? AND c.database=? AND c.store=?" + extra + " ORDER BY rank LIMIT ?",
-            params,
-        ).fetchall()
-        return [Hit(chunk_id=r[0], item_id=r[1], collection=r[2], score=-float(r[3])) for r in rows]
+        conn = self._query_conn()
+        conn.execute("BEGIN")  # one snapshot for the statistics, the postings and the lengths
+        try:
+            scored = self._bm25(conn, org, flt, q)
+            if scored is None:
+                return []
+            rowids, scores = scored
+            allowed = self._candidate_rowids(org, flt)
+            if allowed is not None:
+                keep = np.isin(rowids, allowed)
+                rowids, scores = rowids[keep], scores[keep]
+            k = min(limit, scores.size)
+            if k == 0:
+                return []
+            top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
+            top = top[np.lexsort((rowids[top], -scores[top]))]
+            found = {
+                int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
+                for r in conn.execute(
+                    "SELECT id, chunk_id, item_id, collection FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([int(x) for x in rowids[top]]),),
+                )
+            }
+        finally:
+            conn.execute("COMMIT")
+        hits = []
+        for i in top:
+            meta = found.get(int(rowids[i]))
+            if meta is not None:
+                hits.append(Hit(chunk_id=meta[0], item_id=meta[1], collection=meta[2], score=float(scores[i])))
+        return hits
+
+    def _bm25(
+        self, conn: Connection, org: str, flt: SearchFilter, q: KeywordQuery
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        """Every matching row of the scope and its bm25, from the scope's statistics only.
+
+        FTS5 reports, per row and scoped token, bm25() with table-wide statistics (the documented formula:
+        idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl))).
+        With the table's N and token total (the sums of kw_scopes, kept in the same transactions as the
+        index) and the row's length, that gives back the row's weighted term frequency, an integer: it is
+        rounded, so the score below is a function of the scope's data alone, bit for bit.
+        """
+        scopes = self._scopes(conn, org, flt)
+        if not scopes:
+            return None
+        docs = sum(n for _, n, _ in scopes)
+        avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
+        codes = [kt.scope_code(sid) for sid, _, _ in scopes]
+        df_scoped = self._doc_freqs(conn, [c + t for c in codes for t in q.terms])
+        df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
+        if q.required and any(df.get(t, 0) == 0 for t in q.required):
+            return None  # and/phrase: a required word occurs nowhere in scope
+        terms = [t for t in q.terms if df[t] > 0]
+        if not q.required:
+            terms = self._prune(terms, df)
+        if not terms:
+            return None
+        n_table, tokens_table = conn.execute("SELECT sum(docs), sum(tokens) FROM kw_scopes").fetchone()
+        avgdl_table = tokens_table / n_table
+        must: set[int] | None = None
+        if q.required:
+            match = _match_expression(codes, q)
+            must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
+        per_term: list[tuple[int, npt.NDArray[np.float64], float]] = []
+        for i, term in enumerate(terms):
+            for code in codes:
+                n_hit = df_scoped.get(code + term, 0)
+                if not n_hit:
+                    continue
+                rows = conn.execute(
+                    "SELECT f.rowid, -bm25(kw_fts, ?, ?), c.kw_len FROM kw_fts AS f"
+                    " JOIN chunks AS c INDEXED BY chunks_kw_len ON c.id = f.rowid WHERE kw_fts MATCH ?",
+                    (TITLE_WEIGHT, TEXT_WEIGHT, f'"{code}{term}"'),
+                ).fetchall()
+                if rows:
+                    idf_table = max(math.log((n_table - n_hit + 0.5) / (n_hit + 0.5)), 1e-6)
+                    per_term.append((i, np.asarray(rows, dtype=np.float64), idf_table))
+        if not per_term:
+            return None
+        every = np.concatenate([a for _, a, _ in per_term])
+        rowids, first = np.unique(every[:, 0].astype(np.int64), return_index=True)
+        dl = every[first, 2]
+        keep: npt.NDArray[np.bool_] | None = None
+        if must is not None:
+            keep = np.fromiter((int(r) in must for r in rowids), dtype=np.bool_, count=rowids.size)
+        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
+        for i, arr, idf_table in per_term:
+            pos = np.searchsorted(rowids, arr[:, 0].astype(np.int64))
+            k_table = _FTS5_K1 * (1.0 - _FTS5_B + _FTS5_B * arr[:, 2] / avgdl_table)
+            c_table = idf_table * (_FTS5_K1 + 1.0)
+            tf[pos, i] = np.rint(arr[:, 1] * k_table / np.maximum(c_table - arr[:, 1], 1e-300))
+        if keep is not None:
+            rowids, dl, tf = rowids[keep], dl[keep], tf[keep]
+            if rowids.size == 0:
+                return None
+        n_t = np.array([df[t] for t in terms], dtype=np.float64)
+        idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
+        b = BM25_B_SHORT if avgdl < SHORT_TEXT_TOKENS else BM25_B
+        norm = BM25_K1 * (1.0 - b + b * dl / avgdl)
+        scores = (idf * tf * (BM25_K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
+        return rowids, scores
 
     def _generation(self, key: ScopeKey) -> int:
         row = self._db.conn.execute(
