@@ -113,24 +113,31 @@ def _github_credentials(fake: FakeGitHub, scope: str) -> dict[str, Any]:
 
 
 def _github_idle(fake: FakeGitHub, i: int) -> str:
+    """A repository with one issue filed 9 days ago and nothing since."""
     full_name = f"idle/repo{i:05d}"
     fake.add_repo(full_name, members=[GITHUB_LOGIN])
+    now, fake.now = fake.now, int(time.time()) - 9 * 86400
     fake.add_issue(full_name, "a quiet repository", "nothing changes here")
+    fake.now = max(now, int(time.time()))
     return full_name
 
 
 def _github_bare_calls(fake: FakeGitHub, repo: str) -> float:
-    """A no-op cycle's provider calls through bare githubkit: the three stream lists (issues, issue comments,
-    review comments) since the cursor minus the overlap, answered with their small unchanged pages."""
+    """A no-op cycle's provider calls through bare githubkit: the issues list from its cursor minus the 3 h
+    overlap (the one issue again) and the two empty comment lists."""
     from githubkit import GitHub
 
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fake.now - 3 * 3600))
-    params = {"since": since, "sort": "updated", "direction": "asc", "per_page": 100}
-    paths = [f"/repos/{repo}/{p}" for p in ("issues", "issues/comments", "pulls/comments")]
+    def since(ts: float) -> dict[str, str | int]:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+        return {"since": when, "sort": "updated", "direction": "asc", "per_page": 100}
+
+    issue_at = max(i.updated_at for i in fake.repos[repo].issues.values())
+    calls = [(f"/repos/{repo}/issues", since(issue_at - 3 * 3600))]
+    calls += [(f"/repos/{repo}/{p}", since(time.time() - 30 * 86400)) for p in ("issues/comments", "pulls/comments")]
     with GitHub(fake.add_token("ghp_bench_bare", GITHUB_LOGIN), base_url=fake.base_url, http_cache=False) as gh:
-        gh.request("GET", paths[0], params=params)  # client set-up (TLS context, connection) is not timed
+        gh.request("GET", calls[0][0], params=calls[0][1])  # client set-up (TLS, connection) is not timed
         t0 = time.perf_counter()
-        for path in paths:
+        for path, params in calls:
             gh.request("GET", path, params=params)
         return time.perf_counter() - t0
 
@@ -151,7 +158,7 @@ WORKLOADS: dict[str, Workload] = {
     "github": Workload(
         name="github",
         provider="github",
-        fake=lambda: FakeGitHub(),
+        fake=lambda: FakeGitHub(now=int(time.time())),
         env=lambda fake: connector_env(
             None, fake, CTXSTORE_CONNECTOR_TICK_S="1.0", CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60"
         ),

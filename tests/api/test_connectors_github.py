@@ -26,6 +26,7 @@ import pytest
 from tests.fakes.github_api import FakeGitHub, RecordedRequest, iso, seed_small_repo
 from tests.support.connectors import (
     DB,
+    ConnectorCalls,
     connector,
     connector_env,
     ready_database,
@@ -42,17 +43,12 @@ RECONCILE_S = 15  # this server's reconcile cadence (CTXSTORE_CONNECTOR_RECONCIL
 
 
 @dataclass
-class GitHubEnv:
+class GitHubEnv(ConnectorCalls):
     srv: ServerProcess
     fake: FakeGitHub
     c: httpx.Client
     secrets: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
-
-    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        r = self.c.request(method, path, **kw)
-        self.answers.append(r.text)
-        return r
 
     def create(self, credentials: dict[str, Any], **body: Any) -> dict[str, Any]:
         self.secrets += [str(v) for k, v in credentials.items() if k in ("api_token", "access_token", "refresh_token")]
@@ -60,12 +56,6 @@ class GitHubEnv:
         payload = {"provider": "github", "database": DB, "credentials": credentials, **body}
         r = self.call("POST", "/connectors", json=payload)
         assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
-
-    def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
-        r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
-        assert r.status_code == 200, r.text
         data: dict[str, Any] = r.json()["data"]
         return data
 

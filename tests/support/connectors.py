@@ -95,8 +95,26 @@ def wait_indexed(c: httpx.Client, database: str, ids: list[str], *, timeout: flo
     )
 
 
+class ConnectorCalls:
+    """Requests to a server's connector routes; every answer is kept (tests grep them for credentials)."""
+
+    c: httpx.Client
+    answers: list[str]
+
+    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        r = self.c.request(method, path, **kw)
+        self.answers.append(r.text)
+        return r
+
+    def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
+        r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()["data"]
+        return data
+
+
 @dataclass
-class Env:
+class Env(ConnectorCalls):
     srv: ServerProcess
     slack: FakeSlack
     github: FakeGitHub
@@ -104,11 +122,6 @@ class Env:
     key: str
     secrets: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
-
-    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        r = self.c.request(method, path, **kw)
-        self.answers.append(r.text)
-        return r
 
     def create(self, scope: str, token: str, **body: Any) -> dict[str, Any]:
         self.secrets.append(token)
@@ -121,12 +134,6 @@ class Env:
         }
         r = self.call("POST", "/connectors", json=payload)
         assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
-
-    def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
-        r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
-        assert r.status_code == 200, r.text
         data: dict[str, Any] = r.json()["data"]
         return data
 
