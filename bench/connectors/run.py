@@ -1,16 +1,18 @@
 """Connector benchmark: objects/s from a provider fake to searchable, and the scheduler's overhead.
 
 Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback fake (tests/fakes):
-1. throughput: a seeded workspace (Slack: 10,000 messages in 20 channels, every 10th with 3 replies) is
-   configured in one connector; measured from the configure call to every object dispatched, every item
+1. throughput: a seeded workspace is configured in one connector (Slack: 10,000 messages in 20 channels,
+   every 10th with 3 replies; GitHub: a 2,000-issue repository, every 5th a pull request, 2 comments each,
+   the fake's `seed_large_repo`); measured from the configure call to every object dispatched, every item
    searchable (`graph_creation`/`completed`) and every item completed. Reference in the same run: the bare
    local embedder (in-process, labelled) on the same texts, one text per call as the server embeds them.
-2. scheduler overhead: N connectors (1,000) each with one channel that has nothing new; the server's CPU
+2. scheduler overhead: N connectors (1,000) each with one resource that has nothing new; the server's CPU
    while none is due against the same server before any connector existed, and the rate of no-op sync
    cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
 
 Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
-    uv run python -m bench.connectors.run [--workload slack] [--objects 10000] [--connectors 1000]
+    uv run python -m bench.connectors.run [--workload slack|github] [--objects N] [--connectors 1000]
+(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000 by default.)
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.fakes.github_api import FakeGitHub, seed_large_repo
 from tests.fakes.slack_api import FakeSlack
 from tests.support.connectors import connector_env, ready_database, wait_for
 from tests.support.server import ServerProcess
@@ -59,6 +62,8 @@ class Workload:
     credentials: Callable[[Any, str], dict[str, Any]]  # a credential set for a connector with this scope
     add_idle_resource: Callable[[Any, int], str]  # a resource with nothing new (scheduler part)
     bare_calls: Callable[[Any, str], float]  # seconds for the provider calls of one no-op cycle, in-process
+    provider_calls: Callable[[Any], int]  # provider API calls the fake has answered so far
+    default_objects: int  # the seed's size when --objects is not given
 
 
 def _slack_seed(fake: FakeSlack, objects: int) -> tuple[list[str], list[str]]:
@@ -88,6 +93,55 @@ def _slack_bare_calls(fake: FakeSlack, channel: str) -> float:
     return time.perf_counter() - t0
 
 
+GITHUB_REPO, GITHUB_LOGIN = "bench/big", "bench"
+
+
+def _github_seed(fake: FakeGitHub, issues: int) -> tuple[list[str], list[str]]:
+    """The 2,000-issue repository of the fake's seed, over the last 25 days (inside lookback_days 30)."""
+    fake.now = int(time.time())
+    seed_large_repo(fake, GITHUB_REPO, issues=issues, comments_per_issue=2, owner_token="ghp_bench_seed")
+    fake.now = max(fake.now, int(time.time()))
+    repo = fake.repos[GITHUB_REPO]
+    # What the provider indexes (title and body; a comment's body), close enough for the embedder reference.
+    texts = [f"{i.title}\n\n{i.body}" for i in repo.issues.values()]
+    texts += [f"Comment on {GITHUB_REPO}#{c.issue_number}\n\n{c.body}" for c in repo.comments.values()]
+    return [GITHUB_REPO], texts
+
+
+def _github_credentials(fake: FakeGitHub, scope: str) -> dict[str, Any]:
+    return {"api_token": fake.add_token(f"ghp_bench_{scope}", GITHUB_LOGIN)}
+
+
+def _github_idle(fake: FakeGitHub, i: int) -> str:
+    """A repository with one issue filed 9 days ago and nothing since."""
+    full_name = f"idle/repo{i:05d}"
+    fake.add_repo(full_name, members=[GITHUB_LOGIN])
+    now, fake.now = fake.now, int(time.time()) - 9 * 86400
+    fake.add_issue(full_name, "a quiet repository", "nothing changes here")
+    fake.now = max(now, int(time.time()))
+    return full_name
+
+
+def _github_bare_calls(fake: FakeGitHub, repo: str) -> float:
+    """A no-op cycle's provider calls through bare githubkit: the issues list from its cursor minus the 3 h
+    overlap (the one issue again) and the two empty comment lists."""
+    from githubkit import GitHub
+
+    def since(ts: float) -> dict[str, str | int]:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+        return {"since": when, "sort": "updated", "direction": "asc", "per_page": 100}
+
+    issue_at = max(i.updated_at for i in fake.repos[repo].issues.values())
+    calls = [(f"/repos/{repo}/issues", since(issue_at - 3 * 3600))]
+    calls += [(f"/repos/{repo}/{p}", since(time.time() - 30 * 86400)) for p in ("issues/comments", "pulls/comments")]
+    with GitHub(fake.add_token("ghp_bench_bare", GITHUB_LOGIN), base_url=fake.base_url, http_cache=False) as gh:
+        gh.request("GET", calls[0][0], params=calls[0][1])  # client set-up (TLS, connection) is not timed
+        t0 = time.perf_counter()
+        for path, params in calls:
+            gh.request("GET", path, params=params)
+        return time.perf_counter() - t0
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -98,7 +152,23 @@ WORKLOADS: dict[str, Workload] = {
         credentials=_slack_credentials,
         add_idle_resource=_slack_idle,
         bare_calls=_slack_bare_calls,
-    )
+        provider_calls=lambda fake: len(fake.calls_of("conversations.history")),
+        default_objects=10_000,
+    ),
+    "github": Workload(
+        name="github",
+        provider="github",
+        fake=lambda: FakeGitHub(now=int(time.time())),
+        env=lambda fake: connector_env(
+            None, fake, CTXSTORE_CONNECTOR_TICK_S="1.0", CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60"
+        ),
+        seed=_github_seed,
+        credentials=_github_credentials,
+        add_idle_resource=_github_idle,
+        bare_calls=_github_bare_calls,
+        provider_calls=lambda fake: len(fake.calls()),
+        default_objects=2_000,
+    ),
 }
 
 
@@ -186,7 +256,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
                     completed_at = time.perf_counter() - t0
             server_cpu = cpu_seconds(srv.proc.pid) - cpu0
             conn = c.get(f"/connectors/{cid}").json()["data"]
-            history_calls = len(fake.calls_of("conversations.history"))
+            provider_calls = w.provider_calls(fake)
         embed_rate, embed_cpu_ms = embedder_reference(texts)
     n = len(texts)
     assert searchable_at and completed_at and dispatched_at
@@ -207,7 +277,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
         "ratio_server_cpu_per_object_to_embedder_cpu_per_text": round(1000 * server_cpu / n / embed_cpu_ms, 2),
         "documents_dispatched": conn["documents_dispatched"],
         "sync_cycles_completed": conn["sync_cycles_completed"],
-        "provider_history_calls": history_calls,
+        "provider_calls": provider_calls,
         "loadavg_1m_start": load_start,
         "loadavg_1m_end": loadavg(),
     }
@@ -243,7 +313,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         before = {
             x["connector_id"]: x["sync_cycles_completed"] for x in c.get("/connectors").json()["data"]["connectors"]
         }
-        calls0, cpu_due = len(fake.calls_of("conversations.history")), cpu_seconds(pid)
+        calls0, cpu_due = w.provider_calls(fake), cpu_seconds(pid)
         t_due = time.perf_counter()
         for cid in ids:
             c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 60})  # re-anchored: due now
@@ -252,7 +322,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         round_cpu = cpu_seconds(pid) - cpu_due
         after = c.get("/connectors").json()["data"]["connectors"]
         syncs = sum(x["sync_cycles_completed"] - before[x["connector_id"]] for x in after)
-        calls = len(fake.calls_of("conversations.history")) - calls0
+        calls = w.provider_calls(fake) - calls0
         durations = sorted(_epoch(x["last_run"]["finished_at"]) - _epoch(x["last_run"]["started_at"]) for x in after)
         bare = sum(w.bare_calls(fake, channels[0]) for _ in range(50)) / 50
         list_t = time.perf_counter()
@@ -267,7 +337,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         "due_round_s_including_the_patch_requests": round(round_s, 1),
         "due_round_syncs": syncs,
         "due_round_server_cpu_ms_per_sync_upper_bound": round(1000 * round_cpu / syncs, 2),
-        "provider_history_calls_per_sync": round(calls / syncs, 2),
+        "provider_calls_per_sync": round(calls / syncs, 2),
         "noop_sync_ms_mean": round(1000 * mean_sync, 2),
         "noop_sync_ms_p95": round(1000 * durations[int(0.95 * (len(durations) - 1))], 2),
         "reference_bare_provider_calls_per_sync_ms": round(1000 * bare, 2),
@@ -305,7 +375,7 @@ def _due_diagnostic(n: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", default="slack", choices=sorted(WORKLOADS))
-    ap.add_argument("--objects", type=int, default=10_000)
+    ap.add_argument("--objects", type=int, default=None, help="Slack messages / GitHub issues (workload default)")
     ap.add_argument("--connectors", type=int, default=1000)
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-scheduler", action="store_true")
@@ -315,7 +385,7 @@ def main() -> None:
     result: dict[str, Any] = dict(out.get(w.name) or {})
     result["loadavg_1m_at_start"] = loadavg()
     if not args.skip_throughput:
-        result["throughput"] = throughput(w, args.objects)
+        result["throughput"] = throughput(w, args.objects or w.default_objects)
         print(json.dumps(result["throughput"], indent=1), flush=True)
     if not args.skip_scheduler:
         result["scheduler"] = scheduler_overhead(w, args.connectors)

@@ -22,6 +22,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.support.connectors import connector_env
 from tests.support.server import ServerProcess
@@ -32,11 +33,12 @@ SERVER: dict[str, Any] = {}
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    # Connector routes call their provider: the Slack SDK talks to a local fake (no provider is reachable
-    # from here, and an unreachable one would be a 502 that the not-a-server-error check refuses).
+    # Connector routes call their provider: the Slack and GitHub SDKs talk to local fakes (no provider is
+    # reachable from here, and an unreachable one would be a 502 that the not-a-server-error check refuses).
     with (
         FakeSlack() as slack,
-        ServerProcess(tmp_path_factory.mktemp("openapi") / "data", env=connector_env(slack)) as srv,
+        FakeGitHub() as github,
+        ServerProcess(tmp_path_factory.mktemp("openapi") / "data", env=connector_env(slack, github)) as srv,
     ):
         srv.wait_ready()
         [key] = srv.printed_keys

@@ -468,6 +468,9 @@ class _QuietServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     github: FakeGitHub
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without TCP_NODELAY a kept-alive connection (httpx, githubkit)
+    # waits ~40 ms per answer for the client's delayed ACK (Nagle), which would dominate every timing.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the recorded requests instead
         pass

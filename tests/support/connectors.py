@@ -1,4 +1,4 @@
-"""Helpers for connector tests against a real `ctxstore serve` pointed at the fake Slack Web API."""
+"""Helpers for connector tests against a real `ctxstore serve` pointed at the fake Slack and GitHub APIs."""
 
 from __future__ import annotations
 
@@ -10,17 +10,23 @@ from typing import Any
 
 import httpx
 
+from tests.fakes.github_api import FakeGitHub
 from tests.fakes.slack_api import FakeSlack
 from tests.support.server import ServerProcess
 
 DB = "acme"
+# Where a provider without a fake in this test points: a closed loopback port, so no test reaches a public API.
+UNREACHABLE = "http://127.0.0.1:9/"
 
 
-def connector_env(slack: FakeSlack, **extra: str) -> dict[str, str]:
-    """Server settings: the Slack SDK talks to the fake; the scheduler ticks fast; intervals may be short."""
+def connector_env(slack: FakeSlack | None, github: FakeGitHub | None = None, **extra: str) -> dict[str, str]:
+    """Server settings: each provider SDK talks to its fake (or to a closed loopback port when the test has
+    none, never to the public API); the scheduler ticks fast; intervals may be short."""
     return {
-        "CTXSTORE_CONNECTOR_BASE_URL_SLACK": slack.base_url,
-        "CTXSTORE_CONNECTOR_TOKEN_URL_SLACK": slack.base_url,
+        "CTXSTORE_CONNECTOR_BASE_URL_SLACK": slack.base_url if slack else UNREACHABLE,
+        "CTXSTORE_CONNECTOR_TOKEN_URL_SLACK": slack.base_url if slack else UNREACHABLE,
+        "CTXSTORE_CONNECTOR_BASE_URL_GITHUB": github.base_url if github else UNREACHABLE,
+        "CTXSTORE_CONNECTOR_TOKEN_URL_GITHUB": github.token_url if github else UNREACHABLE,
         "CTXSTORE_CONNECTOR_TICK_S": "0.2",
         "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "1",
         "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
@@ -89,19 +95,33 @@ def wait_indexed(c: httpx.Client, database: str, ids: list[str], *, timeout: flo
     )
 
 
-@dataclass
-class Env:
-    srv: ServerProcess
-    slack: FakeSlack
+class ConnectorCalls:
+    """Requests to a server's connector routes; every answer is kept (tests grep them for credentials)."""
+
     c: httpx.Client
-    key: str
-    secrets: list[str] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)
+    answers: list[str]
 
     def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
         r = self.c.request(method, path, **kw)
         self.answers.append(r.text)
         return r
+
+    def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
+        r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()["data"]
+        return data
+
+
+@dataclass
+class Env(ConnectorCalls):
+    srv: ServerProcess
+    slack: FakeSlack
+    github: FakeGitHub
+    c: httpx.Client
+    key: str
+    secrets: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
 
     def create(self, scope: str, token: str, **body: Any) -> dict[str, Any]:
         self.secrets.append(token)
@@ -117,21 +137,16 @@ class Env:
         data: dict[str, Any] = r.json()["data"]
         return data
 
-    def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
-        r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
-        assert r.status_code == 200, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
-
 
 def running_server(data_dir: Path) -> Iterator[Env]:
-    """A `ctxstore serve` on the fake Slack with database `acme` ready (a session fixture in tests/api)."""
-    with FakeSlack() as slack, ServerProcess(data_dir, env=connector_env(slack)) as srv:
+    """A `ctxstore serve` on the fake Slack and GitHub APIs with database `acme` ready (a session fixture in
+    tests/api)."""
+    with FakeSlack() as slack, FakeGitHub() as github, ServerProcess(data_dir, env=connector_env(slack, github)) as srv:
         srv.wait_ready()
         [key] = srv.printed_keys
         with srv.client(key) as c:
             ready_database(c, DB)
-            yield Env(srv, slack, c, key)
+            yield Env(srv, slack, github, c, key)
 
 
 def item(channel: str, ts: str, scope: str) -> str:

@@ -35,6 +35,7 @@ def options_from(settings: Settings) -> Options:
         connector_max_wait_s=settings.connector_max_wait_s,
         connector_http_timeout_s=settings.connector_http_timeout_s,
         connector_min_interval_s=settings.connector_min_interval_s,
+        connector_reconcile_interval_s=settings.connector_reconcile_interval_s,
     )
 
 

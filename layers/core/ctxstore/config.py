@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # CTXSTORE_CONNECTOR_MIN_INTERVAL_S: > 0 lowers every provider's minimum sync_interval_seconds to this
     # (self-hosted operators who want faster syncs; tests).
     connector_min_interval_s: int = 0
+    # CTXSTORE_CONNECTOR_RECONCILE_INTERVAL_S: >= 0 replaces every provider's reconcile cadence (least time
+    # between two deletion reconciles of one resource; 0 = every cycle); -1 keeps each provider's own.
+    connector_reconcile_interval_s: int = -1
     connector_kms_key_id: str = ""  # CTXSTORE_CONNECTOR_KMS_KEY_ID (AWS): KMS key sealing connector credentials
     byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
     byog_cluster_name: str = "local"

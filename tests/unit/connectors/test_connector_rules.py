@@ -1,4 +1,4 @@
-"""Connector rules without I/O: item ids, limits, and every value of the lifecycle rule."""
+"""Connector rules without I/O: item ids, limits, every value of the lifecycle rule, the reconcile cadence."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ctxstore.domain.connector_rules import (
     check_lookback_days,
     connector_item_id,
     lifecycle,
+    reconcile_due,
     resolve_interval,
 )
 from ctxstore.domain.errors import ApiError
@@ -70,3 +71,31 @@ def test_limits() -> None:
     assert check_lookback_days(None) == 30 and check_lookback_days(0) == 0
     with pytest.raises(ApiError):
         check_lookback_days(-1)
+
+
+@pytest.mark.parametrize(
+    ("now", "interval", "last", "first_done", "requested", "due"),
+    [
+        (1000.0, 0, 999.0, 10.0, None, True),  # interval 0 (Slack): every cycle
+        (1000.0, 600, None, 500.0, None, False),  # counted from the end of the first sync, whose listing is fresh
+        (1100.0, 600, None, 500.0, None, True),
+        (1000.0, 600, 700.0, 10.0, None, False),  # at most once per interval
+        (1300.0, 600, 700.0, 10.0, None, True),
+        (1000.0, 600, 700.0, 10.0, 900.0, True),  # a full sync requested after the last reconcile
+        (1000.0, 600, 950.0, 10.0, 900.0, False),  # ...which has been served since
+        (1000.0, 600, None, None, None, True),  # nothing to count from
+    ],
+)
+def test_reconcile_cadence(
+    now: float, interval: int, last: float | None, first_done: float | None, requested: float | None, due: bool
+) -> None:
+    assert (
+        reconcile_due(
+            now=now,
+            interval_s=interval,
+            last_reconciled_at=last,
+            first_sync_completed_at=first_done,
+            full_sync_requested_at=requested,
+        )
+        is due
+    )

@@ -3,10 +3,12 @@ fields and attachments, without I/O."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ctxstore.ports.connector_provider import Attachment, ObjectLink, SyncedObject
-from ctxstore.services.connectors.dispatch import Target, build_spec
+from ctxstore.services.connectors.dispatch import Target, _digest, build_spec
 
 T = Target(
     org="o",
@@ -75,3 +77,14 @@ def test_an_object_over_the_metadata_cap_is_a_failure_not_a_crash() -> None:
     obj = SyncedObject(native_id="m2", kind="message", title="t", text="x", native_fields={"big": "y" * 20000})
     with pytest.raises(ValueError, match="16 KiB"):
         build_spec(T, obj)
+
+
+def test_a_new_update_time_alone_does_not_make_an_object_changed() -> None:
+    """GitHub bumps an issue's updated_at for each new comment: the issue must not be re-indexed for it."""
+    issue = SyncedObject(native_id="acme/w#1", kind="issue", title="Bug", text="Bug body", updated_at=100.0)
+
+    def digest(obj: SyncedObject) -> str:
+        return _digest(*build_spec(T, obj))
+
+    assert digest(replace(issue, updated_at=200.0)) == digest(issue)
+    assert digest(replace(issue, text="Bug body, edited", updated_at=200.0)) != digest(issue)

@@ -80,6 +80,10 @@ INFO = ProviderInfo(
     min_sync_interval_s=300,
     max_sync_interval_s=604800,
     setup_guide=SETUP_GUIDE,
+    # Deletions leave no trace in GitHub's lists: reconcile lists the last 30 days' objects (one request per
+    # 100 objects per stream), so at most every 6 hours per repository rather than every cycle.
+    reconcile_window_s=30 * 86400,
+    reconcile_interval_s=6 * 3600,
 )
 
 

@@ -6,7 +6,8 @@ from ctxstore.ports.connector_provider import ConnectorProvider
 
 
 def build_providers() -> dict[str, ConnectorProvider]:
-    from ctxstore.connectors import slack
+    # github imports githubkit only when a call is made, so registering it costs nothing at start-up.
+    from ctxstore.connectors import github, slack
 
-    providers: list[ConnectorProvider] = [slack.build_provider()]
+    providers: list[ConnectorProvider] = [slack.build_provider(), github.build_provider()]
     return {p.info.provider: p for p in providers}

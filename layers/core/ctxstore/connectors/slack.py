@@ -149,6 +149,9 @@ INFO = ProviderInfo(
         " expires_at, client_id and client_secret."
     ),
     reconcile_window_s=THREAD_WINDOW_S,
+    # Every cycle: the listing re-reads the window the incremental pass has just read (one or a few history
+    # pages) and vouches for threads without a call, so deletions show on the next cycle for almost nothing.
+    reconcile_interval_s=0,
 )
 
 

@@ -123,3 +123,26 @@ def lifecycle(s: LifecycleInputs) -> str:
     if s.pending_first_sync > 0 or s.backlog > 0 or s.unindexed:
         return "ingesting"
     return "active"
+
+
+def reconcile_due(
+    *,
+    now: float,
+    interval_s: float,
+    last_reconciled_at: float | None,
+    first_sync_completed_at: float | None,
+    full_sync_requested_at: float | None,
+) -> bool:
+    """Whether a caught-up resource is reconciled for deletions in this cycle (docs/connectors.md).
+
+    A requested full sync newer than the last reconcile always is. Otherwise at most once per `interval_s`
+    (0: every cycle), counted from the last reconcile, or from the end of the first sync, whose listing has
+    just seen everything that exists."""
+    if full_sync_requested_at is not None and (
+        last_reconciled_at is None or last_reconciled_at < full_sync_requested_at
+    ):
+        return True
+    if interval_s <= 0:
+        return True
+    since = last_reconciled_at if last_reconciled_at is not None else first_sync_completed_at
+    return since is None or now - since >= interval_s

@@ -66,9 +66,12 @@ class ProviderInfo:
     min_sync_interval_s: int = 300
     max_sync_interval_s: int = 604800
     setup_guide: str = ""  # short text: which token, which scopes
-    # Deletions: each cycle the service calls `reconcile(since=now - reconcile_window_s)` for a caught-up
-    # resource (None: since=None, the whole resource). Bounded, because a listing costs provider calls.
+    # Deletions: the service calls `reconcile(since=now - reconcile_window_s)` for a caught-up resource
+    # (None: since=None, the whole resource), bounded because a listing costs provider calls, at most once
+    # per `reconcile_interval_s` per resource (0: every cycle, for a provider whose listing is as cheap as
+    # its incremental read), and over the whole resource on an explicit full sync.
     reconcile_window_s: int | None = 30 * 86400
+    reconcile_interval_s: int = 6 * 3600
 
 
 # ---- what a call gets ------------------------------------------------------------------------------

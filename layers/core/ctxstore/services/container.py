@@ -54,6 +54,7 @@ class Options:
     connector_max_wait_s: float = 60.0  # longest provider Retry-After sat out inside a sync
     connector_http_timeout_s: float = 30.0
     connector_min_interval_s: int = 0  # > 0: lowers every provider's minimum sync interval to this
+    connector_reconcile_interval_s: int = -1  # >= 0: replaces every provider's reconcile cadence
     extra: dict[str, Any] = field(default_factory=dict)
 
 

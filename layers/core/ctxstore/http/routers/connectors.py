@@ -201,8 +201,11 @@ def configure(connector_id: str, body: ConfigureBody, ctx: Ctx, caller: Caller, 
 
 
 @router.post("/connectors/{connector_id}/sync", status_code=202)
-def trigger_sync(connector_id: str, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
-    return envelope.ok(ctx, _svc(svc).trigger_sync(caller, connector_id), status=202)
+def trigger_sync(
+    connector_id: str, ctx: Ctx, caller: Caller, svc: Svc, full: bool = Query(default=False)
+) -> JSONResponse:
+    """`full=true` also reconciles deletions over everything synced, whatever the reconcile cadence."""
+    return envelope.ok(ctx, _svc(svc).trigger_sync(caller, connector_id, full=full), status=202)
 
 
 @router.get("/connectors/{connector_id}/resources")

@@ -101,7 +101,9 @@ def _digest(spec: ItemSpec, attachments: list[ItemSpec]) -> str:
         "text": spec.text,
         "type": spec.app_type,
         "metadata": spec.metadata,
-        "additional": spec.additional_metadata,
+        # Not the provider's update time alone: GitHub bumps an issue's updated_at for every new comment (a
+        # separate object), and re-indexing an unchanged text for that would cost an embedding per comment.
+        "additional": {k: v for k, v in spec.additional_metadata.items() if k != "updated_at"},
         "links": [[x.target_id, x.relation] for x in spec.links],
         "thread": spec.thread_id,
         "parent": spec.parent_id,

@@ -110,6 +110,7 @@ class ConnectorService:
             continue_after_s=max(0.0, o.connector_continue_after_s),
             lease_s=o.connector_chunk_seconds + 2 * o.connector_max_wait_s + 4 * o.connector_http_timeout_s + 60,
             single_process=o.backend == "local",
+            reconcile_interval_s=o.connector_reconcile_interval_s if o.connector_reconcile_interval_s >= 0 else None,
         )
         self.runner = (
             SyncRunner(
@@ -149,6 +150,11 @@ class ConnectorService:
         floor = self._c.options.connector_min_interval_s
         low = min(i.min_sync_interval_s, floor) if floor > 0 else i.min_sync_interval_s
         return i.default_sync_interval_s, low, i.max_sync_interval_s
+
+    def _reconcile_interval(self, provider: ConnectorProvider) -> int:
+        """Least time between two deletion reconciles of one resource (0: every cycle)."""
+        cadence = self.limits.reconcile_interval_s
+        return provider.info.reconcile_interval_s if cadence is None else cadence
 
     def _ready(self) -> tuple[CredentialStore, ConnectorAuth]:
         if self._creds is None or self._auth is None:
@@ -230,6 +236,7 @@ class ConnectorService:
                 "min_sync_interval_seconds": self._bounds(provider)[1],
                 "max_sync_interval_seconds": self._bounds(provider)[2],
                 "reconcile_window_seconds": i.reconcile_window_s,
+                "reconcile_interval_seconds": self._reconcile_interval(provider),
             }
         return {
             "providers": [
@@ -712,7 +719,10 @@ class ConnectorService:
         return {"connector_id": connector_id, "deleted": True, "resource_id": resource_id}
 
     # ---- syncing -------------------------------------------------------------------------------------
-    def trigger_sync(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+    def trigger_sync(self, principal: Principal, connector_id: str, *, full: bool = False) -> dict[str, Any]:
+        """Queue a sync now. `full`: every resource is also reconciled for deletions over everything synced
+        from it, whatever its reconcile cadence (the request is kept on the connector until each resource
+        has been reconciled, so it holds across chunks and restarts)."""
         self._ready()
         rec = self._connector(principal, connector_id)
         if rec.data.get("sync_blocked"):
@@ -723,10 +733,23 @@ class ConnectorService:
             )
         if not any(is_active(r.data) for r in self.store.resources(principal.org, connector_id)):
             raise ApiError(ErrorCode.CONFLICT, "the connector has no active resources; configure it first")
-        run_id = self.scheduling.enqueue(principal.org, connector_id, "manual")
+        requested = self._c.clock.now()
+        if full:  # written before the job exists, so the chunk that picks it up sees the request
+            self.store.update(principal.org, connector_id, lambda d: dict(d, full_sync_requested_at=requested))
+        run_id = self.scheduling.enqueue(principal.org, connector_id, "full" if full else "manual")
         if run_id is None:
+            if full:  # refused: take back this request (unless a later one replaced it)
+                self.store.update(
+                    principal.org,
+                    connector_id,
+                    lambda d: (
+                        dict(d, full_sync_requested_at=rec.data.get("full_sync_requested_at"))
+                        if d.get("full_sync_requested_at") == requested
+                        else None
+                    ),
+                )
             raise ApiError(ErrorCode.CONFLICT, "a sync of this connector is already queued or running")
-        return {"run_id": run_id, "workflow_id": workflow_id(connector_id)}
+        return {"run_id": run_id, "workflow_id": workflow_id(connector_id), "full": full}
 
     def run_job(self, job: Job) -> str:
         """The `connectors` queue handler: one chunk of one connector's sync."""

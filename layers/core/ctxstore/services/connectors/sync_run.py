@@ -6,7 +6,8 @@ checkpoint the staged objects are ingested, deletions applied, the index written
 in that order, so a chunk interrupted anywhere (kill -9 included) resumes from the last stored checkpoint
 and nothing is lost or ingested twice. A chunk stops at the first checkpoint past `chunk_objects` objects
 or `chunk_seconds`; the rest continues in the next chunk, scheduled `continue_after_s` later. A resource
-that is caught up is reconciled for deletions. Provider errors become connector state (error_mapping).
+that is caught up is reconciled for deletions on its provider's cadence (connector_rules.reconcile_due),
+over the whole resource after an explicit full sync request. Provider errors become connector state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxstore.domain.clock_utils import iso
-from ctxstore.domain.connector_rules import DEFAULT_LOOKBACK_DAYS
+from ctxstore.domain.connector_rules import DEFAULT_LOOKBACK_DAYS, reconcile_due
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.connector_provider import (
@@ -58,6 +59,7 @@ class SyncLimits:
     continue_after_s: float = 1.0
     lease_s: float = 600.0
     single_process: bool = False  # locally a lease left by an earlier process is stale at once
+    reconcile_interval_s: int | None = None  # replaces every provider's reconcile cadence when set
 
 
 class ConnectorGone(Exception):
@@ -187,7 +189,7 @@ class SyncRunner:
             try:
                 caught_up = self._consume(org, provider, ctx, target, request, out, deadline)
                 if caught_up:
-                    self._reconcile(org, provider, ctx, target, request, out)
+                    self._reconcile(org, provider, ctx, target, request, out, connector)
                 return
             except TokenExpired as exc:
                 if ctx.auth_type != "oauth" or refreshed:
@@ -288,27 +290,50 @@ class SyncRunner:
         self._heartbeat(org, t.connector_id, out, len(flushed.dispatched), now)
 
     def _reconcile(
-        self, org: str, provider: ConnectorProvider, ctx: ProviderContext, t: Target, request: SyncRequest, out: Outcome
+        self,
+        org: str,
+        provider: ConnectorProvider,
+        ctx: ProviderContext,
+        t: Target,
+        request: SyncRequest,
+        out: Outcome,
+        connector: dict[str, Any],
     ) -> None:
-        """Delete the items of known objects the provider no longer has (within its reconcile window)."""
-        window = provider.info.reconcile_window_s
+        """When due, delete the items of known objects the provider no longer has: within its reconcile window
+        on its cadence, over the whole resource after a full sync request."""
         now = self._clock.now()
-        since = None if window is None else now - window
         current = self._store.resource(org, t.connector_id, t.resource_id)
         if current is None:
             return
-        request = replace(request, checkpoint=current.data.get("checkpoint"))
+        r = current.data
+        requested = _epoch_or_none(connector.get("full_sync_requested_at"))
+        last = _epoch_or_none(r.get("last_reconciled_at"))
+        cadence = self._limits.reconcile_interval_s
+        if not reconcile_due(
+            now=now,
+            interval_s=provider.info.reconcile_interval_s if cadence is None else cadence,
+            last_reconciled_at=last,
+            first_sync_completed_at=_epoch_or_none(r.get("first_sync_completed_at")),
+            full_sync_requested_at=requested,
+        ):
+            return
+        full = requested is not None and (last is None or last < requested)
+        window = provider.info.reconcile_window_s
+        since = None if full or window is None else now - window
+        request = replace(request, checkpoint=r.get("checkpoint"))
         known = [
-            KnownObject(r.sk, r.data.get("thread"), r.data.get("created_at"))
-            for r in self._store.objects(org, t.connector_id, t.resource_id)
-            if since is None or float(r.data.get("created_at") or 0) >= since
+            KnownObject(o.sk, o.data.get("thread"), o.data.get("created_at"))
+            for o in self._store.objects(org, t.connector_id, t.resource_id)
+            if since is None or float(o.data.get("created_at") or 0) >= since
         ]
         present = provider.reconcile(ctx, request, since=since, known=known)
         if present is None:
             return
         alive = set(present)
         missing = [k.native_id for k in known if k.native_id not in alive]
+        deleted = 0
         if len(known) >= RECONCILE_SAFETY_MIN and len(missing) > RECONCILE_SAFETY_SHARE * len(known):
+            # Noted as done all the same: the next listing is due on the cadence, not at once.
             log.warning(
                 "connector %s resource %s: reconcile would delete %d of %d objects; skipped as implausible",
                 t.connector_id,
@@ -316,8 +341,8 @@ class SyncRunner:
                 len(missing),
                 len(known),
             )
-            return
-        deleted = self._dispatch.delete(t, missing) if missing else 0
+        elif missing:
+            deleted = self._dispatch.delete(t, missing)
         out.deleted += deleted
 
         def note(d: dict[str, Any]) -> dict[str, Any]:
@@ -466,3 +491,7 @@ class SyncRunner:
             self._store.update_resource(
                 org, connector_id, str(r["resource_id"]), lambda d: dict(d, backfill_next_chunk_at=at)
             )
+
+
+def _epoch_or_none(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -118,6 +118,8 @@ def connector_view(
         "created_at": _ts(c.get("created_at")),
         "updated_at": _ts(c.get("updated_at")),
         "last_run": c.get("last_run"),
+        # POST /sync?full=true: resources reconciled before this time are reconciled over everything synced
+        "full_sync_requested_at": _ts(c.get("full_sync_requested_at")),
     }
     if bounds is not None:
         out["min_sync_interval_seconds"], out["max_sync_interval_seconds"] = bounds
