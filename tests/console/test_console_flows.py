@@ -12,50 +12,16 @@ from __future__ import annotations
 import http.server
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.console.browser import KEY_RE, Recorder, check_page, new_context
+from tests.console.browser import KEY_RE, Recorder, check_page, new_context, sign_in
 from tests.support.server import ServerProcess
 
 PDF = Path(__file__).resolve().parents[3] / "shared" / "data" / "parser_docs" / "markitdown" / "test.pdf"
-
-
-@pytest.fixture(scope="module")
-def state() -> dict[str, Any]:
-    return {}
-
-
-@pytest.fixture(scope="module")
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture(scope="module")
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = new_context(browser)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def page(context: BrowserContext, recorder: Recorder) -> Page:
-    p = context.new_page()
-    recorder.attach(p)
-    return p
-
-
-def sign_in(page: Page, base_url: str, key: str) -> None:
-    page.goto(base_url + "/console/")
-    expect(page).to_have_url(base_url + "/console/sign-in")
-    page.fill("#api_key", key)
-    page.click("button[type=submit]")
-    expect(page).to_have_url(base_url + "/console/databases")
 
 
 class Receiver:

@@ -15,6 +15,7 @@ from ctxstore.console import web
 from ctxstore.console.pages import (
     auth,
     byog,
+    connectors,
     databases,
     graphs,
     items,
@@ -61,7 +62,7 @@ def build_console(services: Services) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.sessions = SessionStore(services.container.records, services.container.clock)
-    for module in (auth, keys, databases, items, playground, graphs, byog, webhooks):
+    for module in (auth, keys, databases, items, playground, graphs, byog, webhooks, connectors):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.HERE / "static"), name="static")
     app.add_middleware(SecurityHeaders)

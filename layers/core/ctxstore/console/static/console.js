@@ -58,7 +58,12 @@
       form.addEventListener("submit", function (ev) {
         if (form.dataset.confirmed) return;
         ev.preventDefault();
-        confirmDialog(form.dataset.confirm, form.dataset.confirmLabel, function () { form.dataset.confirmed = "1"; form.submit(); });
+        confirmDialog(form.dataset.confirm, form.dataset.confirmLabel, function () {
+          // A polled partial may have replaced the form meanwhile: submit the one on the page now.
+          var target = form.isConnected ? form : (form.id && document.getElementById(form.id)) || form;
+          target.dataset.confirmed = "1";
+          target.submit();
+        });
       });
     });
     $all(root, "form.typed-confirm").forEach(function (form) {
