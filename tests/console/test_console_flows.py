@@ -80,6 +80,12 @@ def test_create_a_key_and_use_it_over_http(page: Page, server: ServerProcess, st
     with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {new_key}"}) as api:
         r = api.get("/databases")
         assert r.status_code == 200, r.text
+    keys_before = page.locator("tbody tr").count()
+    page.reload()  # posts the form again: its one-time token creates nothing the second time
+    expect(page.locator(".alert")).to_contain_text("no second key was created")
+    expect(page.locator(".alert")).to_contain_text(prefix)
+    expect(page.locator("tbody tr")).to_have_count(keys_before)
+    assert new_key not in page.content()
     page.goto(server.base_url + "/console/keys")  # the secret is shown once: the page shows the prefix only
     assert new_key not in page.content()
     row = page.locator("tr", has_text=prefix)

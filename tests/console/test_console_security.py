@@ -116,6 +116,29 @@ def test_every_state_changing_console_route_needs_the_csrf_token(server: ServerP
         session.close()
 
 
+def test_posting_the_key_form_twice_creates_one_key(server: ServerProcess, world: dict[str, Any]) -> None:
+    admin = world["admin"]
+    page = admin.get("/keys").text
+    token = re.search(r'name="form_token" value="([^"]+)"', page)
+    assert token
+    before = len(re.findall(r"aria-label=\"Revoke key ", page))
+    first = admin.post("/keys", {"form_token": token.group(1), "expires_in": "1d"})
+    assert first.status_code == 201 and "copy it now" in first.text
+    prefix = re.search(r'id="new-key-title">Key <code>([^<]+)</code>', first.text)
+    assert prefix
+    again = admin.post("/keys", {"form_token": token.group(1), "expires_in": "1d"})
+    assert again.status_code == 409 and "no second key was created" in again.text
+    assert prefix.group(1) in again.text and 'id="new-key"' not in again.text
+    assert len(re.findall(r"aria-label=\"Revoke key ", admin.get("/keys").text)) == before + 1
+    # A refused post releases its token: the corrected form goes through once.
+    other = re.search(r'name="form_token" value="([^"]+)"', again.text)
+    assert other
+    bad = admin.post("/keys", {"form_token": other.group(1), "scope": "some"})
+    assert bad.status_code == 400
+    assert admin.post("/keys", {"form_token": other.group(1)}).status_code == 201
+    assert admin.post("/keys", {"form_token": ""}).status_code == 400  # no token: nothing is created
+
+
 def test_sign_in_needs_its_own_csrf_cookie(server: ServerProcess, admin_key: str) -> None:
     fresh = ConsoleSession(server.base_url)
     try:

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.console import web
+from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.pages import (
     auth,
     byog,
@@ -62,6 +63,7 @@ def build_console(services: Services) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.sessions = SessionStore(services.container.records, services.container.clock)
+    app.state.forms = OneTimeForms(services.container.records, services.container.clock)
     for module in (auth, keys, databases, items, playground, graphs, byog, webhooks, connectors):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.HERE / "static"), name="static")

@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.sessions import Session, SessionStore, same_token
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import get_context
@@ -135,6 +136,11 @@ def services(request: Request) -> Services:
 def sessions(request: Request) -> SessionStore:
     store: SessionStore = request.app.state.sessions
     return store
+
+
+def forms(request: Request) -> OneTimeForms:
+    one_time: OneTimeForms = request.app.state.forms
+    return one_time
 
 
 def base(request: Request) -> str:
