@@ -26,6 +26,7 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 LAPTOP = {"width": 1366, "height": 860}
+INLINE_MAX_BYTES = 64 * 1024  # the console servers' CTXSTORE_CONSOLE_INLINE_UPLOAD_MAX_BYTES (conftest)
 
 
 @contextmanager

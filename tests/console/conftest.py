@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page
 
-from tests.console.browser import Recorder, chromium, new_context
+from tests.console.browser import INLINE_MAX_BYTES, Recorder, chromium, new_context
 from tests.fakes.slack_api import FakeSlack
 from tests.support.connectors import connector_env
 from tests.support.server import ServerProcess
@@ -25,6 +25,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, slack: FakeSlack) -> Iterat
     data = tmp_path_factory.mktemp("console") / "data"
     env = {
         "CTXSTORE_WEBHOOK_MAX_ATTEMPTS": "1",  # a refused delivery fails for good at once: the page retries it
+        # Files over 64 KiB (the flows' 93 KB PDF) go by reference, as over 4 MiB on AWS; smaller ones inline.
+        "CTXSTORE_CONSOLE_INLINE_UPLOAD_MAX_BYTES": str(INLINE_MAX_BYTES),
         **connector_env(slack),
     }
     with ServerProcess(Path(data), "--allow-private-webhooks", env=env) as srv:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.console.browser import Recorder, check_page, sign_in
+from tests.console.browser import INLINE_MAX_BYTES, Recorder, check_page, sign_in
 from tests.fakes.slack_api import FakeSlack
 from tests.support.connectors import ready_database
 from tests.support.server import ServerProcess
@@ -107,12 +107,22 @@ def test_discover_and_configure_a_channel_then_watch_the_first_sync(page: Page, 
     check_page(page, "connector")
 
 
-def test_the_synced_messages_appear_on_the_documents_page(page: Page, state: dict[str, Any]) -> None:
+def test_the_synced_messages_appear_on_the_documents_page(
+    page: Page, state: dict[str, Any], recorder: Recorder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     page.click("text=Synced items")
     rows = page.locator("#item-rows tbody tr")
     expect(rows).to_have_count(3)
     for text in ("Release 4.2 ships", "migration dry run", "Incident review"):
         expect(rows.filter(has_text=text)).to_contain_text("completed", timeout=SYNC_TIMEOUT_MS)
+    # Beside them, a small file uploaded the ordinary way: in the console's own request.
+    note = tmp_path_factory.mktemp("upload") / "release-notes.md"
+    note.write_text("# Release notes\n\nRelease 4.2 moves invoices to the new billing service.\n")
+    page.set_input_files("#file-input", str(note))
+    upload = page.locator("[data-upload-list] li").first
+    expect(upload.locator(".status")).to_have_text("completed", timeout=SYNC_TIMEOUT_MS)
+    assert note.stat().st_size <= INLINE_MAX_BYTES and upload.get_attribute("data-by-reference") is None
+    assert any(u.endswith("/console/databases/acme/upload") for u in recorder.urls)
     page.goto(state["url"])
 
 

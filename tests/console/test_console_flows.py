@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import Browser, Page, expect
 
-from tests.console.browser import KEY_RE, Recorder, check_page, new_context, sign_in
+from tests.console.browser import INLINE_MAX_BYTES, KEY_RE, Recorder, check_page, new_context, sign_in
 from tests.support.server import ServerProcess
 
 PDF = Path(__file__).resolve().parents[3] / "shared" / "data" / "parser_docs" / "markitdown" / "test.pdf"
@@ -107,7 +107,9 @@ def test_create_a_database_and_watch_it_become_ready(page: Page, server: ServerP
     check_page(page, "database-overview")
 
 
-def test_upload_a_pdf_and_watch_it_reach_completed(page: Page, server: ServerProcess, state: dict[str, Any]) -> None:
+def test_upload_a_pdf_and_watch_it_reach_completed(
+    page: Page, server: ServerProcess, state: dict[str, Any], recorder: Recorder
+) -> None:
     page.click("nav >> text=Documents & memories")
     expect(page.locator(".empty-state")).to_contain_text("Nothing here yet")
     page.set_input_files("#file-input", str(PDF))
@@ -115,6 +117,12 @@ def test_upload_a_pdf_and_watch_it_reach_completed(page: Page, server: ServerPro
     expect(row.locator(".status")).to_have_text("completed", timeout=180_000)
     assert row.locator("progress").evaluate("el => el.value") == 100
     state["item"] = row.get_attribute("data-item-id")
+    # Over the inline limit: a grant, the file to this server's /blobs/{token} (S3 on AWS), then by reference.
+    assert PDF.stat().st_size > INLINE_MAX_BYTES and row.get_attribute("data-by-reference") == "1"
+    asked = [u.split("/console", 1)[-1] for u in recorder.urls]
+    assert "/databases/acme/uploads" in asked and "/databases/acme/upload-ref" in asked
+    assert any("/blobs/" in u and "/console" not in u for u in recorder.urls)
+    assert "/databases/acme/upload" not in asked
     expect(page.locator("#item-rows")).to_contain_text("test.pdf")  # the list follows without a reload
     check_page(page, "upload-completed")
     page.reload()
