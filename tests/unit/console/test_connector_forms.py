@@ -73,3 +73,11 @@ def test_durations_read_as_people_say_them() -> None:
         "1 day",
         "7 days",
     ]
+
+
+def test_discovered_resources_read_as_short_phrases() -> None:
+    from ctxstore.console.pages.connectors import resource_details
+
+    facts = {"name": "general", "is_private": True, "is_member": False, "num_members": 3, "topic": "", "created": 1}
+    assert resource_details(facts) == ["private", "num members: 3"]
+    assert resource_details({"is_private": False, "default_branch": "main"}) == ["default branch: main"]

@@ -47,7 +47,11 @@ def upload_origin(services: Services) -> str:
     """Where upload grants send files: S3's origin on AWS; '' when it is this server (a relative URL).
 
     A grant's URL is signed locally (no network), and its host does not depend on the key."""
-    grant = services.container.blobs.presigned_post("_console", "_probe", expires_in=60, max_bytes=1)
+    try:
+        grant = services.container.blobs.presigned_post("_console", "_probe", expires_in=60, max_bytes=1)
+    except Exception as exc:  # e.g. no AWS credentials to sign with: the pages still serve, large uploads fail
+        log.warning("console: upload grants cannot be signed (%s); large uploads will be refused", exc)
+        return ""
     parts = urlsplit(grant.url)
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
 

@@ -208,6 +208,20 @@ def connector_state(connector_id: str, request: Request, caller: web.SignedIn) -
 
 
 # ---- discover and configure ---------------------------------------------------------------------------
+_NOT_SHOWN = {"name", "created", "id", "is_member"}
+
+
+def resource_details(metadata: dict[str, Any]) -> list[str]:
+    """A discovered resource's provider facts as short phrases: 'private', 'num members: 3'."""
+    out: list[str] = []
+    for key, value in metadata.items():
+        if key in _NOT_SHOWN or value is None or value == "" or value is False:
+            continue
+        label = key.removeprefix("is_").replace("_", " ")
+        out.append(label if value is True else f"{label}: {value}")
+    return out
+
+
 def _discover(request: Request, caller: web.Caller, connector_id: str, status: int = 200, **values: Any) -> Response:
     svc = _svc(caller)
     c = svc.get(caller.principal, connector_id)
@@ -227,7 +241,8 @@ def _discover(request: Request, caller: web.Caller, connector_id: str, status: i
                 "id": r["id"],
                 "name": r["name"],
                 "type": r["resource_type"],
-                "metadata": r["metadata"],
+                "details": resource_details(r["metadata"]),
+                "outside": r["metadata"].get("is_member") is False,
                 "on": mine.get("status") == "active",
                 "collection": mine.get("collection_override", ""),
                 "sync_mode": mine.get("sync_mode", "rescan"),
