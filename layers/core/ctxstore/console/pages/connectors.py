@@ -9,6 +9,7 @@ password input, posted once, sealed by the service; no page, URL, redirect or lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -297,12 +298,13 @@ async def sync_now(connector_id: str, request: Request, caller: web.Write) -> Re
 
 
 async def _update(
-    request: Request, caller: web.Caller, connector_id: str, body: dict[str, Any] | ApiError, done: str, panel: str
+    request: Request, caller: web.Caller, connector_id: str, body_of: Callable[[Any], dict[str, Any]], panel: str
 ) -> Response:
-    """One PATCH /connectors/{id}; a refusal shows the connector's page with the service's words."""
+    """One PATCH /connectors/{id} with the body the form makes; a refusal shows the connector's page with
+    the service's words, a success redirects back to the panel (?done=<panel>)."""
+    form = await request.form()
     try:
-        if isinstance(body, ApiError):
-            raise body
+        body = body_of(form)
         await run_in_threadpool(_svc(caller).update, caller.principal, connector_id, body)
     except ApiError as err:
         if err.code == ErrorCode.NOT_FOUND:
@@ -310,46 +312,44 @@ async def _update(
         return _detail(
             request, caller, connector_id, status=err.status, problem=_not_started(request, err), open_panel=panel
         )
-    return web.redirect(request, _path(connector_id, f"?done={done}#{panel}"))
+    return web.redirect(request, _path(connector_id, f"?done={panel}#{panel}"))
 
 
 @router.post("/connectors/{connector_id}/interval")
 async def set_interval(connector_id: str, request: Request, caller: web.Write) -> Response:
-    form = await request.form()
-    raw = "0" if web.form_str(form, "reset") else web.form_str(form, "sync_interval_seconds")
-    try:
+    def body_of(form: Any) -> dict[str, Any]:
+        raw = "0" if web.form_str(form, "reset") else web.form_str(form, "sync_interval_seconds")
         seconds = optional_int(raw, "sync_interval_seconds")
         if seconds is None:
             raise ApiError(ErrorCode.INVALID_PARAMETERS, "enter the sync interval in seconds")
-        body: dict[str, Any] | ApiError = {"sync_interval_seconds": seconds}
-    except ApiError as err:
-        body = err
-    return await _update(request, caller, connector_id, body, "interval", "interval")
+        return {"sync_interval_seconds": seconds}
+
+    return await _update(request, caller, connector_id, body_of, "interval")
 
 
 @router.post("/connectors/{connector_id}/credentials")
 async def set_credentials(connector_id: str, request: Request, caller: web.Write) -> Response:
-    form = await request.form()
-    svc = _svc(caller)
-    c = svc.get(caller.principal, connector_id)
-    try:
+    def body_of(form: Any) -> dict[str, Any]:
+        svc = _svc(caller)
+        c = svc.get(caller.principal, connector_id)
         schema = svc.catalogue(c["provider"])["credential_schema"]
         credentials = credentials_from_form(form, credential_fields(schema, c["auth_type"]))
         if not credentials:
             raise ApiError(ErrorCode.INVALID_PARAMETERS, "enter at least one credential value")
-        body: dict[str, Any] | ApiError = {"credentials": credentials}
-    except ApiError as err:
-        body = err
-    return await _update(request, caller, connector_id, body, "credentials", "credentials")
+        return {"credentials": credentials}
+
+    return await _update(request, caller, connector_id, body_of, "credentials")
 
 
 @router.post("/connectors/{connector_id}/settings")
 async def set_settings(connector_id: str, request: Request, caller: web.Write) -> Response:
-    form = await request.form()
-    body: dict[str, Any] = {"custom_instructions": web.form_str(form, "custom_instructions")}
-    if web.form_str(form, "name"):
-        body["name"] = web.form_str(form, "name")
-    return await _update(request, caller, connector_id, body, "settings", "settings")
+    def body_of(form: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"custom_instructions": web.form_str(form, "custom_instructions")}
+        if web.form_str(form, "name"):
+            body["name"] = web.form_str(form, "name")
+        return body
+
+    return await _update(request, caller, connector_id, body_of, "settings")
 
 
 # ---- removals -------------------------------------------------------------------------------------------
