@@ -298,3 +298,27 @@ def test_query_function_reads_only() -> None:
     assert [(e["Properties"]["Method"], e["Properties"]["Path"]) for e in props["Events"].values()] == [
         ("POST", "/query")
     ]
+
+
+def test_the_console_function_runs_connectors_and_the_bucket_takes_its_large_uploads() -> None:
+    fns = _functions()
+    console, connectors = fns["ConsoleWebFunction"]["Properties"], fns["ApiConnectorsFunction"]["Properties"]
+    wanted = {
+        k for k in connectors["Environment"]["Variables"] if k.startswith(("CTXSTORE_CONNECTOR", "CTXSTORE_SCHEDULER"))
+    }
+    assert wanted and wanted <= set(console["Environment"]["Variables"]), "the Connectors pages run the same service"
+
+    def actions(props: dict[str, Any]) -> set[str]:
+        out: set[str] = set()
+        for _, policy in _policies({"Properties": props}):
+            for stmt in policy.get("Statement", []):
+                out |= set(stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]])
+        return out
+
+    needed = {a for a in actions(connectors) if a.split(":")[0] in ("kms", "scheduler", "iam")}
+    assert needed and needed <= actions(console)
+    [rule] = template()["Resources"]["BlobBucket"]["Properties"]["CorsConfiguration"]["CorsRules"]
+    assert rule["AllowedMethods"] == ["POST"]  # the presigned POST of an upload grant, nothing else
+    origins = rule["AllowedOrigins"]
+    assert origins[0] == {"Sub": "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}"}
+    assert origins[1] == {"If": ["HasConsoleOrigin", {"Ref": "ConsoleOrigin"}, {"Ref": "AWS::NoValue"}]}

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -26,6 +26,7 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 LAPTOP = {"width": 1366, "height": 860}
+INLINE_MAX_BYTES = 64 * 1024  # the console servers' CTXSTORE_CONSOLE_INLINE_UPLOAD_MAX_BYTES (conftest)
 
 
 @contextmanager
@@ -43,6 +44,14 @@ def new_context(browser: Browser) -> BrowserContext:
     ctx = browser.new_context(viewport=LAPTOP, permissions=["clipboard-read", "clipboard-write"])
     ctx.set_default_timeout(20_000)
     return ctx
+
+
+def sign_in(page: Page, base_url: str, key: str) -> None:
+    page.goto(base_url + "/console/")
+    expect(page).to_have_url(base_url + "/console/sign-in")
+    page.fill("#api_key", key)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(base_url + "/console/databases")
 
 
 class Recorder:

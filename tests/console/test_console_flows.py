@@ -12,50 +12,16 @@ from __future__ import annotations
 import http.server
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.console.browser import KEY_RE, Recorder, check_page, new_context
+from tests.console.browser import INLINE_MAX_BYTES, KEY_RE, Recorder, check_page, new_context, sign_in
 from tests.support.server import ServerProcess
 
 PDF = Path(__file__).resolve().parents[3] / "shared" / "data" / "parser_docs" / "markitdown" / "test.pdf"
-
-
-@pytest.fixture(scope="module")
-def state() -> dict[str, Any]:
-    return {}
-
-
-@pytest.fixture(scope="module")
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture(scope="module")
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    ctx = new_context(browser)
-    yield ctx
-    ctx.close()
-
-
-@pytest.fixture(scope="module")
-def page(context: BrowserContext, recorder: Recorder) -> Page:
-    p = context.new_page()
-    recorder.attach(p)
-    return p
-
-
-def sign_in(page: Page, base_url: str, key: str) -> None:
-    page.goto(base_url + "/console/")
-    expect(page).to_have_url(base_url + "/console/sign-in")
-    page.fill("#api_key", key)
-    page.click("button[type=submit]")
-    expect(page).to_have_url(base_url + "/console/databases")
 
 
 class Receiver:
@@ -114,6 +80,12 @@ def test_create_a_key_and_use_it_over_http(page: Page, server: ServerProcess, st
     with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {new_key}"}) as api:
         r = api.get("/databases")
         assert r.status_code == 200, r.text
+    keys_before = page.locator("tbody tr").count()
+    page.reload()  # posts the form again: its one-time token creates nothing the second time
+    expect(page.locator(".alert")).to_contain_text("no second key was created")
+    expect(page.locator(".alert")).to_contain_text(prefix)
+    expect(page.locator("tbody tr")).to_have_count(keys_before)
+    assert new_key not in page.content()
     page.goto(server.base_url + "/console/keys")  # the secret is shown once: the page shows the prefix only
     assert new_key not in page.content()
     row = page.locator("tr", has_text=prefix)
@@ -135,7 +107,9 @@ def test_create_a_database_and_watch_it_become_ready(page: Page, server: ServerP
     check_page(page, "database-overview")
 
 
-def test_upload_a_pdf_and_watch_it_reach_completed(page: Page, server: ServerProcess, state: dict[str, Any]) -> None:
+def test_upload_a_pdf_and_watch_it_reach_completed(
+    page: Page, server: ServerProcess, state: dict[str, Any], recorder: Recorder
+) -> None:
     page.click("nav >> text=Documents & memories")
     expect(page.locator(".empty-state")).to_contain_text("Nothing here yet")
     page.set_input_files("#file-input", str(PDF))
@@ -143,6 +117,12 @@ def test_upload_a_pdf_and_watch_it_reach_completed(page: Page, server: ServerPro
     expect(row.locator(".status")).to_have_text("completed", timeout=180_000)
     assert row.locator("progress").evaluate("el => el.value") == 100
     state["item"] = row.get_attribute("data-item-id")
+    # Over the inline limit: a grant, the file to this server's /blobs/{token} (S3 on AWS), then by reference.
+    assert PDF.stat().st_size > INLINE_MAX_BYTES and row.get_attribute("data-by-reference") == "1"
+    asked = [u.split("/console", 1)[-1] for u in recorder.urls]
+    assert "/databases/acme/uploads" in asked and "/databases/acme/upload-ref" in asked
+    assert any("/blobs/" in u and "/console" not in u for u in recorder.urls)
+    assert "/databases/acme/upload" not in asked
     expect(page.locator("#item-rows")).to_contain_text("test.pdf")  # the list follows without a reload
     check_page(page, "upload-completed")
     page.reload()

@@ -27,6 +27,10 @@ class Settings(BaseSettings):
     rate_limit_burst: int = 0
     query_rate_limit_per_minute: int = 0
     allow_private_webhooks: bool = False
+    # CTXSTORE_CONSOLE_INLINE_UPLOAD_MAX_BYTES: console uploads larger than this go to blob storage by reference
+    # (POST /context/uploads' grant) instead of in the request body. 0 = by backend: 4 MiB on AWS (Lambda's 6 MB
+    # request cap counts the base64-encoded body), none locally.
+    console_inline_upload_max_bytes: int = 0
     webhook_timeout_s: float = 10.0  # CTXSTORE_WEBHOOK_TIMEOUT_S: per delivery attempt
     webhook_max_attempts: int = 8  # CTXSTORE_WEBHOOK_MAX_ATTEMPTS: then permanently_failed
     webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,9 +13,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.console import web
+from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.pages import (
     auth,
     byog,
+    connectors,
     databases,
     graphs,
     items,
@@ -29,29 +32,44 @@ from ctxstore.services.registry import Services
 log = logging.getLogger("ctxstore.console")
 PREFIX = "/console"
 
-# Scripts and styles come only from the console's own static files (no CDN, no inline script).
-_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-)
+
+# Scripts and styles come only from the console's own static files (no CDN, no inline script). Requests go to
+# this origin, and to the blob store's when uploads go there by reference (S3 on AWS).
+def content_security_policy(upload_origin: str = "") -> str:
+    connect = "'self'" + (f" {upload_origin}" if upload_origin else "")
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        f"connect-src {connect}; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    )
+
+
+def upload_origin(services: Services) -> str:
+    """Where upload grants send files: S3's origin on AWS; '' when it is this server (a relative URL).
+
+    A grant's URL is signed locally (no network), and its host does not depend on the key."""
+    try:
+        grant = services.container.blobs.presigned_post("_console", "_probe", expires_in=60, max_bytes=1)
+    except Exception as exc:  # e.g. no AWS credentials to sign with: the pages still serve, large uploads fail
+        log.warning("console: upload grants cannot be signed (%s); large uploads will be refused", exc)
+        return ""
+    parts = urlsplit(grant.url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
 
 
 class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, csp: str) -> None:
         self.app = app
+        self.headers = [
+            (b"content-security-policy", csp.encode()),
+            (b"x-frame-options", b"DENY"),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"),
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = message.setdefault("headers", [])
-                headers.extend(
-                    [
-                        (b"content-security-policy", _CSP.encode()),
-                        (b"x-frame-options", b"DENY"),
-                        (b"x-content-type-options", b"nosniff"),
-                        (b"referrer-policy", b"no-referrer"),
-                    ]
-                )
+                message.setdefault("headers", []).extend(self.headers)
             await send(message)
 
         await self.app(scope, receive, with_headers)
@@ -61,10 +79,11 @@ def build_console(services: Services) -> FastAPI:
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.sessions = SessionStore(services.container.records, services.container.clock)
-    for module in (auth, keys, databases, items, playground, graphs, byog, webhooks):
+    app.state.forms = OneTimeForms(services.container.records, services.container.clock)
+    for module in (auth, keys, databases, items, playground, graphs, byog, webhooks, connectors):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.HERE / "static"), name="static")
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, csp=content_security_policy(upload_origin(services)))
 
     @app.exception_handler(web.SignInRequired)
     async def sign_in_required(request: Request, exc: web.SignInRequired) -> Response:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -12,6 +14,7 @@ from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.sessions import Session, SessionStore, same_token
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import get_context
@@ -32,6 +35,36 @@ templates = Environment(
 )
 templates.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
 templates.filters["urlq"] = lambda v: quote(str(v), safe="")
+
+
+def relative(iso: str | None, now: float | None = None) -> str:
+    """An ISO time as a person reads it next to the time itself: '3 min ago', 'in 2 h'."""
+    if not iso:
+        return ""
+    try:
+        at = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return ""
+    delta = at - (time.time() if now is None else now)
+    s = abs(delta)
+    text = (
+        "just now"
+        if s < 5
+        else f"{int(s)} s"
+        if s < 60
+        else f"{int(s // 60)} min"
+        if s < 3600
+        else f"{int(s // 3600)} h"
+        if s < 172800
+        else f"{int(s // 86400)} days"
+    )
+    if text == "just now":
+        return text
+    return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+templates.filters["relative"] = relative
+templates.filters["when"] = lambda iso: (str(iso)[:19].replace("T", " ") + " UTC") if iso else ""
 
 # What a person should read first for each error code; the service's own message follows it.
 _HEADLINES = {
@@ -103,6 +136,11 @@ def services(request: Request) -> Services:
 def sessions(request: Request) -> SessionStore:
     store: SessionStore = request.app.state.sessions
     return store
+
+
+def forms(request: Request) -> OneTimeForms:
+    one_time: OneTimeForms = request.app.state.forms
+    return one_time
 
 
 def base(request: Request) -> str:

@@ -37,6 +37,7 @@ class Options:
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
     allow_private_webhooks: bool = False  # let webhooks target loopback/private addresses
+    console_inline_upload_max_bytes: int = 0  # console uploads above go by reference (0: by backend)
     # Admission control (http/admission.py): requests at once per class; 0 turns a class's gate off.
     max_inflight_queries: int = 6
     max_inflight_ingests: int = 4

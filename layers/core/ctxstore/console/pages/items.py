@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from ctxstore.console import web
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain import json_limits
+from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload, parse_ingest
 from ctxstore.domain.scopes import validate_collection_name
 from ctxstore.parsing.formats import classify
@@ -19,8 +20,18 @@ from ctxstore.parsing.formats import classify
 router = APIRouter()
 
 PAGE_SIZE = 20
+# Lambda takes at most 6 MB per request, and an HTTP API hands it a file's bytes base64-encoded (4/3 as
+# many): past 4 MiB a console upload on AWS goes to S3 by reference (POST /context/uploads' grant).
+AWS_INLINE_MAX_BYTES = 4 * 1024 * 1024
 STATUSES = ["queued", "processing", "graph_creation", "completed", "errored"]
 TERMINAL = {"completed", "errored"}
+
+
+def inline_max_bytes(options: Any) -> int:
+    """The largest file the console sends in its own request; larger ones go to blob storage first."""
+    if options.console_inline_upload_max_bytes > 0:
+        return int(min(options.console_inline_upload_max_bytes, MAX_FILE_BYTES))
+    return AWS_INLINE_MAX_BYTES if options.backend == "aws" else MAX_FILE_BYTES
 
 
 def _store(value: str | None) -> str:
@@ -84,6 +95,7 @@ def _page(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         collections=collections,
         listing=_listing(caller, db, q),
         max_mb=MAX_FILE_BYTES // (1024 * 1024),
+        inline_max=inline_max_bytes(caller.services.container.options),
         **values,
     )
 
@@ -132,6 +144,11 @@ async def upload(db: str, request: Request, caller: web.Write) -> Response:
         )
     except ApiError as err:
         return web.problem_json(request, err)
+    return _accepted(result)
+
+
+def _accepted(result: dict[str, Any]) -> Response:
+    """What the page's upload script reads back for one file: its item id and whether it was taken."""
     item = result["results"][0]
     return JSONResponse(
         {
@@ -143,6 +160,53 @@ async def upload(db: str, request: Request, caller: web.Write) -> Response:
         },
         status_code=202,
     )
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        body = json_limits.loads(await request.body(), "the request body")
+    except ValueError:
+        raise invalid("send a JSON object") from None
+    if not isinstance(body, dict):
+        raise invalid("send a JSON object")
+    return body
+
+
+@router.post("/databases/{db}/uploads")
+async def upload_grant(db: str, request: Request, caller: web.Write) -> Response:
+    """A grant to send one large file straight to blob storage (S3 on AWS), past the request size limit:
+    the same grant as POST /context/uploads, then /upload-ref ingests it."""
+    try:
+        body = await _json_object(request)
+        caller.services.databases.require(caller.principal, db)
+        wanted = {k: body[k] for k in ("filename", "size_bytes", "content_type") if body.get(k) not in (None, "")}
+        grant = await run_in_threadpool(caller.services.ingest.uploads.create, caller.principal, wanted)
+    except ApiError as err:
+        return web.problem_json(request, err)
+    url = str(grant["url"])
+    grant["url"] = url if "://" in url else web.api_base(request) + url  # local: this server's /blobs/{token}
+    return JSONResponse(grant, status_code=201)
+
+
+@router.post("/databases/{db}/upload-ref")
+async def upload_by_reference(db: str, request: Request, caller: web.Write) -> Response:
+    """Ingest a file sent earlier under an upload grant; answers like /upload."""
+    svc, p = caller.services, caller.principal
+    try:
+        body = await _json_object(request)
+        upload_id = str(body.get("upload_id") or "")
+        ref: dict[str, Any] = {"upload_id": upload_id}
+        if body.get("filename"):
+            ref["filename"] = body["filename"]
+        files = await run_in_threadpool(svc.ingest.uploads.resolve, p, [ref])
+        result = await run_in_threadpool(
+            _accept, caller, db, str(body.get("collection") or ""), "knowledge", uploads=files
+        )
+        # The item keeps its own copy; a refused ingest keeps the staged file for another try.
+        await run_in_threadpool(svc.ingest.uploads.release, p, [upload_id])
+    except ApiError as err:
+        return web.problem_json(request, err)
+    return _accepted(result)
 
 
 @router.get("/databases/{db}/status.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
@@ -45,6 +46,7 @@ def _page(request: Request, caller: web.Caller, status: int = 200, **values: obj
         keys=rows,
         databases=dbs,
         expiry_choices=EXPIRY_CHOICES,
+        form_token=web.forms(request).issue(),
         **values,
     )
 
@@ -60,6 +62,11 @@ async def create_key(request: Request, caller: web.Write) -> Response:
     expiry = web.form_str(form, "expires_in")
     scoped = web.form_str(form, "scope") == "some"
     chosen = [v for v in form.getlist("databases") if isinstance(v, str) and v]
+    # A reload of the answer posts this form again: its one-time token makes that create nothing.
+    once, form_token = web.forms(request), web.form_str(form, "form_token")
+    earlier = once.claim(caller.session, form_token)
+    if earlier is not None:
+        return _page(request, caller, status=409, problem=_repeated(request, earlier))
     try:
         try:
             seconds = parse_duration(expiry) if expiry else None
@@ -71,9 +78,24 @@ async def create_key(request: Request, caller: web.Write) -> Response:
             caller.principal, expires_in_s=seconds, databases=chosen if scoped else None
         )
     except ApiError as err:
+        once.release(caller.session, form_token)
         return _page(request, caller, status=err.status, problem=web.Problem.of(request, err))
+    prefix = new_key.split("_")[1]
+    once.record(caller.session, form_token, {"prefix": prefix})
     # The one response that carries the secret: not cached, never shown again.
-    return _page(request, caller, status=201, new_key=new_key, new_prefix=new_key.split("_")[1])
+    return _page(request, caller, status=201, new_key=new_key, new_prefix=prefix)
+
+
+def _repeated(request: Request, earlier: dict[str, object]) -> web.Problem:
+    prefix = earlier.get("prefix")
+    message = (
+        f"It created key {prefix} at {when(float(str(earlier['claimed_at'])))}; that secret was shown once and is"
+        " not stored, so it cannot be shown again. Revoke the key below if the secret is lost, and create another."
+        if prefix
+        else "It created nothing. Use the form below."
+    )
+    err = ApiError(ErrorCode.CONFLICT, message)
+    return replace(web.Problem.of(request, err), headline="This form was already sent; no second key was created.")
 
 
 @router.post("/keys/{prefix}/revoke")

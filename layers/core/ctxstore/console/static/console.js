@@ -58,7 +58,12 @@
       form.addEventListener("submit", function (ev) {
         if (form.dataset.confirmed) return;
         ev.preventDefault();
-        confirmDialog(form.dataset.confirm, form.dataset.confirmLabel, function () { form.dataset.confirmed = "1"; form.submit(); });
+        confirmDialog(form.dataset.confirm, form.dataset.confirmLabel, function () {
+          // A polled partial may have replaced the form meanwhile: submit the one on the page now.
+          var target = form.isConnected ? form : (form.id && document.getElementById(form.id)) || form;
+          target.dataset.confirmed = "1";
+          target.submit();
+        });
       });
     });
     $all(root, "form.typed-confirm").forEach(function (form) {
@@ -117,29 +122,60 @@
   function uploadOne(zone, list, file) {
     var row = uploadRow(list, file.name);
     if (file.size > Number(zone.dataset.maxBytes)) { setStatus(row, "errored", "over the size limit"); return; }
+    if (file.size > Number(zone.dataset.inlineMaxBytes)) { uploadByReference(zone, row, file); return; }
     var body = new FormData();
     body.append("file", file, file.name);
     body.append("collection", zone.dataset.collection || "");
+    send(row, zone.dataset.uploadUrl, body, true, function (status, answer) { accepted(zone, row, status, answer); });
+  }
+  // One POST with a progress bar (the first half of the bar); done(status, parsed JSON answer or {}).
+  function send(row, url, body, withCsrf, done) {
     var xhr = new XMLHttpRequest();
-    xhr.open("POST", zone.dataset.uploadUrl);
-    xhr.setRequestHeader("X-CSRF-Token", csrf());
+    xhr.open("POST", url);
+    if (withCsrf) xhr.setRequestHeader("X-CSRF-Token", csrf());
     xhr.upload.addEventListener("progress", function (ev) { if (ev.lengthComputable) row.bar.value = Math.round((ev.loaded / ev.total) * 50); });
     xhr.addEventListener("load", function () {
       var answer = {};
-      try { answer = JSON.parse(xhr.responseText); } catch (e) { /* handled below */ }
-      if (xhr.status >= 400 || !answer.id) {
-        var err = answer.error || {};
-        setStatus(row, "errored", (err.message || "upload failed") + (answer.request_id ? " (request id " + answer.request_id + ")" : ""));
-        return;
-      }
-      if (answer.status === "failed") { setStatus(row, "errored", (answer.error_code || "") + " " + (answer.error || "rejected")); return; }
-      row.li.dataset.itemId = answer.id;
-      setStatus(row, "queued");
-      refreshRows();
-      poll(zone, row, answer.id);
+      try { answer = JSON.parse(xhr.responseText); } catch (e) { /* S3 and /blobs answer without JSON */ }
+      done(xhr.status, answer);
     });
     xhr.addEventListener("error", function () { setStatus(row, "errored", "the connection failed"); });
     xhr.send(body);
+  }
+  function postJson(row, url, payload, done) {
+    fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRF-Token": csrf() }, body: JSON.stringify(payload) })
+      .then(function (r) { return r.json().then(function (j) { done(r.status, j); }, function () { done(r.status, {}); }); })
+      .catch(function () { setStatus(row, "errored", "the connection failed"); });
+  }
+  function failed(row, answer, fallback) {
+    var err = answer.error || {};
+    setStatus(row, "errored", (err.message || fallback) + (answer.request_id ? " (request id " + answer.request_id + ")" : ""));
+  }
+  // Past the request size the console's host takes (Lambda: 6 MB), a file goes to blob storage under an
+  // upload grant (S3's presigned POST on AWS), then is ingested by reference: POST /context/uploads' path.
+  function uploadByReference(zone, row, file) {
+    var ask = { filename: file.name, size_bytes: file.size };
+    if (file.type) ask.content_type = file.type;
+    postJson(row, zone.dataset.grantUrl, ask, function (status, grant) {
+      if (status >= 400 || !grant.upload_id) { failed(row, grant, "no upload grant"); return; }
+      var body = new FormData();
+      Object.keys(grant.fields || {}).forEach(function (k) { body.append(k, grant.fields[k]); });
+      body.append(grant.file_field || "file", file, file.name);  // last: S3 ignores fields after the file
+      send(row, grant.url, body, false, function (stored) {
+        if (stored >= 300) { setStatus(row, "errored", "the storage service refused the file (HTTP " + stored + ")"); return; }
+        row.li.dataset.byReference = "1";
+        var ref = { upload_id: grant.upload_id, filename: file.name, collection: zone.dataset.collection || "" };
+        postJson(row, zone.dataset.refUrl, ref, function (s, answer) { accepted(zone, row, s, answer); });
+      });
+    });
+  }
+  function accepted(zone, row, status, answer) {
+    if (status >= 400 || !answer.id) { failed(row, answer, "upload failed"); return; }
+    if (answer.status === "failed") { setStatus(row, "errored", (answer.error_code || "") + " " + (answer.error || "rejected")); return; }
+    row.li.dataset.itemId = answer.id;
+    setStatus(row, "queued");
+    refreshRows();
+    poll(zone, row, answer.id);
   }
   function refreshRows() {
     // The list below shows the new item and follows its status (htmx polls while anything is in flight).
