@@ -192,8 +192,15 @@ def sync_page_tree(session: NotionSession, request: SyncRequest, now: float, *, 
     root = nid(request.resource_id)
     st = dict(request.checkpoint or {})
     if st.get("type") != "page" or st.get("root") != root:
-        st = {"v": 1, "type": "page", "root": root, "phase": "crawl", "members": {}, "queue": [[root, None]],
-              "started": now}  # fmt: skip
+        st = {
+            "v": 1,
+            "type": "page",
+            "root": root,
+            "phase": "crawl",
+            "members": {},
+            "queue": [[root, None]],
+            "started": now,
+        }
     if st["phase"] == "crawl":
         yield from _crawl(session, request, st, now)
     else:
@@ -239,8 +246,14 @@ def _crawl(session: NotionSession, request: SyncRequest, st: dict[str, Any], now
                 yield obj
         if queue:
             yield Checkpoint(st, cursor=iso(st["started"]), has_more=True)
-    done = {"v": 1, "type": "page", "root": root, "phase": "incremental", "members": members,
-            "since": st["started"] - OVERLAP_S}  # fmt: skip
+    done = {
+        "v": 1,
+        "type": "page",
+        "root": root,
+        "phase": "incremental",
+        "members": members,
+        "since": st["started"] - OVERLAP_S,
+    }
     yield Checkpoint(done, cursor=iso(st["started"]), has_more=False)
 
 
@@ -348,8 +361,14 @@ def _incremental(
             yield obj
         if p["todo"]:
             yield Checkpoint(st, cursor=iso(float(st["since"]) + OVERLAP_S), has_more=True)
-    done = {"v": 1, "type": "page", "root": root, "phase": "incremental", "members": members,
-            "since": float(p["started"]) - OVERLAP_S}  # fmt: skip
+    done = {
+        "v": 1,
+        "type": "page",
+        "root": root,
+        "phase": "incremental",
+        "members": members,
+        "since": float(p["started"]) - OVERLAP_S,
+    }
     yield Checkpoint(done, cursor=iso(float(p["started"])), has_more=False)
 
 
