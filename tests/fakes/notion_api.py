@@ -197,6 +197,7 @@ class Token:
     expires_at: float | None = None
     revoked: bool = False
     restricted: bool = False  # every data call answers 403 restricted_resource
+    calls_left: int | None = None  # expires after this many more calls (a token expiring mid-sync)
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,11 @@ class FakeNotion:
     def expire(self, token: str) -> None:
         with self._lock:
             self.tokens[token].expires_at = time.time() - 1
+
+    def expire_after(self, token: str, calls: int) -> None:
+        """The token answers `calls` more calls, then 401 unauthorized (it expired mid-sync)."""
+        with self._lock:
+            self.tokens[token].calls_left = calls
 
     def add_oauth_client(self, client_id: str, secret: str) -> None:
         with self._lock:
@@ -699,6 +705,10 @@ class FakeNotion:
 
     def _check_token(self, token: str | None) -> Token:
         t = self.tokens.get(token or "")
+        if t is not None and t.calls_left is not None:
+            if t.calls_left <= 0:
+                t.expires_at = min(t.expires_at or time.time(), time.time() - 1)
+            t.calls_left -= 1
         if t is None or t.revoked or (t.expires_at is not None and t.expires_at <= time.time()):
             raise ApiError(401, "unauthorized", "API token is invalid.")
         return t
