@@ -10,7 +10,9 @@ Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback
    cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
 
 Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
-    uv run python -m bench.connectors.run [--workload slack] [--objects 10000] [--connectors 1000]
+Notion: a shared page tree of N pages (20 sub-pages per page, a heading, a paragraph and two bullets each),
+one page resource; its first sync crawls the tree (a pages.retrieve and a blocks.children call per page).
+    uv run python -m bench.connectors.run [--workload slack|notion] [--objects 10000] [--connectors 1000]
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -59,6 +61,8 @@ class Workload:
     credentials: Callable[[Any, str], dict[str, Any]]  # a credential set for a connector with this scope
     add_idle_resource: Callable[[Any, int], str]  # a resource with nothing new (scheduler part)
     bare_calls: Callable[[Any, str], float]  # seconds for the provider calls of one no-op cycle, in-process
+    # provider calls a sync made, from the fake's call log (reported next to the throughput)
+    provider_calls: Callable[[Any], int] = lambda fake: len(fake.calls_of("conversations.history"))
 
 
 def _slack_seed(fake: FakeSlack, objects: int) -> tuple[list[str], list[str]]:
@@ -88,6 +92,65 @@ def _slack_bare_calls(fake: FakeSlack, channel: str) -> float:
     return time.perf_counter() - t0
 
 
+def _notion_seed(fake: Any, objects: int) -> tuple[list[str], list[str]]:
+    from tests.fakes.notion_api import seed_bulk
+
+    fake.add_token("ntn_bench")
+    root, texts = seed_bulk(fake, pages=objects - 1)
+    return [root], ["# Bulk Root The root of a large wiki.", *texts]
+
+
+def _notion_idle(fake: Any, i: int) -> str:
+    from tests.fakes.notion_api import para
+
+    return str(fake.add_page(f"Idle {i}", [para("a quiet page")], shared=True, at=time.time() - 9 * 86400))
+
+
+def _notion_bare_calls(fake: Any, page: str) -> float:
+    """The calls a no-op cycle of one page resource makes (root check, one search page, reconcile's search),
+    with the bare SDK."""
+    from notion_client import Client
+
+    client = Client(auth="ntn_bench", base_url=fake.base_url)
+    body = {
+        "filter": {"property": "object", "value": "page"},
+        "page_size": 100,
+        "sort": {"timestamp": "last_edited_time", "direction": "descending"},
+    }
+    t0 = time.perf_counter()
+    client.pages.retrieve(page)
+    client.search(**body)
+    client.search(**body)
+    return time.perf_counter() - t0
+
+
+def _notion_workload() -> Workload:
+    from tests.fakes.notion_api import FakeNotion
+
+    def env(fake: Any) -> dict[str, str]:
+        return {
+            "CTXSTORE_CONNECTOR_BASE_URL_NOTION": fake.base_url,
+            "CTXSTORE_CONNECTOR_TOKEN_URL_NOTION": fake.token_url,
+            "CTXSTORE_CONNECTOR_TICK_S": "1.0",
+            "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "60",
+            "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
+            "CTXSTORE_CONNECTOR_MAX_WAIT_S": "5",
+            "CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S": "5",
+        }
+
+    return Workload(
+        name="notion",
+        provider="notion",
+        fake=lambda: FakeNotion(),
+        env=env,
+        seed=_notion_seed,
+        credentials=lambda fake, scope: {"access_token": "ntn_bench"},
+        add_idle_resource=_notion_idle,
+        bare_calls=_notion_bare_calls,
+        provider_calls=lambda fake: len(fake.calls),
+    )
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -98,7 +161,8 @@ WORKLOADS: dict[str, Workload] = {
         credentials=_slack_credentials,
         add_idle_resource=_slack_idle,
         bare_calls=_slack_bare_calls,
-    )
+    ),
+    "notion": _notion_workload(),
 }
 
 
@@ -186,7 +250,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
                     completed_at = time.perf_counter() - t0
             server_cpu = cpu_seconds(srv.proc.pid) - cpu0
             conn = c.get(f"/connectors/{cid}").json()["data"]
-            history_calls = len(fake.calls_of("conversations.history"))
+            provider_calls = w.provider_calls(fake)
         embed_rate, embed_cpu_ms = embedder_reference(texts)
     n = len(texts)
     assert searchable_at and completed_at and dispatched_at
@@ -207,7 +271,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
         "ratio_server_cpu_per_object_to_embedder_cpu_per_text": round(1000 * server_cpu / n / embed_cpu_ms, 2),
         "documents_dispatched": conn["documents_dispatched"],
         "sync_cycles_completed": conn["sync_cycles_completed"],
-        "provider_history_calls": history_calls,
+        "provider_calls": provider_calls,
         "loadavg_1m_start": load_start,
         "loadavg_1m_end": loadavg(),
     }
