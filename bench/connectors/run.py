@@ -127,22 +127,11 @@ def _notion_bare_calls(fake: Any, page: str) -> float:
 def _notion_workload() -> Workload:
     from tests.fakes.notion_api import FakeNotion
 
-    def env(fake: Any) -> dict[str, str]:
-        return {
-            "CTXSTORE_CONNECTOR_BASE_URL_NOTION": fake.base_url,
-            "CTXSTORE_CONNECTOR_TOKEN_URL_NOTION": fake.token_url,
-            "CTXSTORE_CONNECTOR_TICK_S": "1.0",
-            "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "60",
-            "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
-            "CTXSTORE_CONNECTOR_MAX_WAIT_S": "5",
-            "CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S": "5",
-        }
-
     return Workload(
         name="notion",
         provider="notion",
         fake=lambda: FakeNotion(),
-        env=env,
+        env=lambda fake: fake.server_env(CTXSTORE_CONNECTOR_TICK_S="1.0", CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60"),
         seed=_notion_seed,
         credentials=lambda fake, scope: {"access_token": "ntn_bench"},
         add_idle_resource=_notion_idle,

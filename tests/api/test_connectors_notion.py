@@ -28,18 +28,6 @@ TOKEN = "ntn_e2e_integration_secret"
 CLIENT, CLIENT_SECRET = "notion-oauth-client", "notion-oauth-client-secret"
 
 
-def notion_env(fake: FakeNotion) -> dict[str, str]:
-    return {
-        "CTXSTORE_CONNECTOR_BASE_URL_NOTION": fake.base_url,
-        "CTXSTORE_CONNECTOR_TOKEN_URL_NOTION": fake.token_url,
-        "CTXSTORE_CONNECTOR_TICK_S": "0.2",
-        "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "1",
-        "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
-        "CTXSTORE_CONNECTOR_MAX_WAIT_S": "5",
-        "CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S": "5",
-    }
-
-
 def item(scope: str, native_id: str) -> str:
     return f"notion_{scope}_{native_id}"
 
@@ -83,7 +71,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotionEnv]:
         fake.add_oauth_client(CLIENT, CLIENT_SECRET)
         wiki = seed_wiki(fake)
         data = tmp_path_factory.mktemp("notion") / "data"
-        with ServerProcess(data, env=notion_env(fake)) as srv:
+        with ServerProcess(data, env=fake.server_env()) as srv:
             srv.wait_ready(timeout=120)
             [key] = srv.printed_keys
             with srv.client(key) as c:
@@ -266,7 +254,7 @@ def test_a_rotated_refresh_token_survives_kill_9(tmp_path: Path) -> None:
         f.add_oauth_client(CLIENT, CLIENT_SECRET)
         root = f.add_page("Kill Wiki", [para("Rotation must survive a crash.")], shared=True, at=time.time() - DAY)
         creds = oauth_credentials(f, "kill", expires_in=60)  # within the refresh skew: rotated before the first call
-        with ServerProcess(data, env=notion_env(f)) as srv:
+        with ServerProcess(data, env=f.server_env()) as srv:
             srv.wait_ready(timeout=120)
             [key] = srv.printed_keys
             with srv.client(key) as c:
@@ -282,7 +270,7 @@ def test_a_rotated_refresh_token_survives_kill_9(tmp_path: Path) -> None:
         for token in list(f.tokens):
             f.expire(token)  # every access token is dead: the restarted server must refresh
         added = f.add_page("After The Crash", [para("Synced with the persisted refresh token.")], parent=root)
-        with ServerProcess(data, env=notion_env(f)) as srv2:
+        with ServerProcess(data, env=f.server_env()) as srv2:
             srv2.wait_ready(timeout=120)
             with srv2.client(key) as c:
                 assert c.post(f"/connectors/{cid}/sync").status_code == 202

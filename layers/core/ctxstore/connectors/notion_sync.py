@@ -221,6 +221,32 @@ def _fetch_page(session: NotionSession, pid: str, root: str, page: dict[str, Any
     return page
 
 
+def _visit(
+    session: NotionSession,
+    root: str,
+    pid: str,
+    parent: str | None,
+    page: dict[str, Any] | None,
+    members: dict[str, list[Any]],
+    queue: list[list[Any]],
+    now: float,
+) -> SyncedObject | ObjectFailure | None:
+    """Fetch one page of the tree: its object (None when gone), remembered as a member; its sub-pages not
+    yet known are queued (whatever their edit time: they are new to the resource)."""
+    page = _fetch_page(session, pid, root, page)
+    if page is None:
+        return None
+    try:
+        tree = fetch_tree(session, pid)
+    except Gone as exc:
+        return ObjectFailure(pid, str(exc))
+    obj, kids = page_object(page, tree, parent=parent, thread=root)
+    members[pid] = [_marker(obj.updated_at or 0.0, now), parent]
+    queued = {q[0] for q in queue}
+    queue.extend([k, pid] for k in kids if k not in members and k not in queued)
+    return obj
+
+
 def _crawl(session: NotionSession, request: SyncRequest, st: dict[str, Any], now: float) -> Iterator[SyncEvent]:
     root = st["root"]
     members: dict[str, list[Any]] = st["members"]
@@ -229,21 +255,11 @@ def _crawl(session: NotionSession, request: SyncRequest, st: dict[str, Any], now
         batch, st["queue"] = queue[:PAGES_PER_CHECKPOINT], queue[PAGES_PER_CHECKPOINT:]
         queue = st["queue"]
         for pid, parent in batch:
-            page = _fetch_page(session, pid, root, None)
-            if page is None:
-                continue
-            try:
-                tree = fetch_tree(session, pid)
-            except Gone as exc:
-                yield ObjectFailure(pid, str(exc))
-                continue
-            obj, kids = page_object(page, tree, parent=parent, thread=root)
-            edited = obj.updated_at or 0.0
-            members[pid] = [_marker(edited, now), parent]
-            queued = {q[0] for q in queue}
-            queue.extend([k, pid] for k in kids if k not in members and k not in queued)
-            if edited >= request.start or pid == root:
-                yield obj
+            got = _visit(session, root, pid, parent, None, members, queue, now)
+            if isinstance(got, ObjectFailure) or (
+                got is not None and ((got.updated_at or 0.0) >= request.start or pid == root)
+            ):
+                yield got
         if queue:
             yield Checkpoint(st, cursor=iso(st["started"]), has_more=True)
     done = {
@@ -346,19 +362,9 @@ def _incremental(
     while p["todo"]:
         batch, p["todo"] = p["todo"][:PAGES_PER_CHECKPOINT], p["todo"][PAGES_PER_CHECKPOINT:]
         for pid, parent in batch:
-            page = _fetch_page(session, pid, root, found.get(pid))
-            if page is None:
-                continue
-            try:
-                tree = fetch_tree(session, pid)
-            except Gone as exc:
-                yield ObjectFailure(pid, str(exc))
-                continue
-            obj, kids = page_object(page, tree, parent=parent, thread=root)
-            members[pid] = [_marker(obj.updated_at or 0.0, now), parent]
-            queued = {q[0] for q in p["todo"]}
-            p["todo"].extend([k, pid] for k in kids if k not in members and k not in queued)
-            yield obj
+            got = _visit(session, root, pid, parent, found.get(pid), members, p["todo"], now)
+            if got is not None:
+                yield got
         if p["todo"]:
             yield Checkpoint(st, cursor=iso(float(st["since"]) + OVERLAP_S), has_more=True)
     done = {
