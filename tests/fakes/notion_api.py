@@ -898,6 +898,9 @@ class FakeNotion:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; on a kept-alive connection (httpx) Nagle's algorithm
+            # and the client's delayed ACK would add ~40 ms to every answer.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
