@@ -239,6 +239,20 @@ def test_a_refused_refresh_sets_needs_reauth_and_patch_credentials_syncs_again(e
     wait_indexed(env.c, DB, [item(scope, added)])
 
 
+def test_a_revoked_integration_secret_blocks_the_connector_and_never_sets_needs_reauth(env: NotionEnv) -> None:
+    f, scope = env.fake, "NR"
+    secret = f.add_token("ntn_revocable_integration_secret")
+    root = f.add_page("Revocable", [para("Shared for a while.")], shared=True, at=time.time() - DAY)
+    cid = env.create(scope, {"access_token": secret})
+    env.configure(cid, [{"resource_id": root}])
+    wait_cycles(env.c, cid, 1)
+    f.revoke(secret)
+    env.call("POST", f"/connectors/{cid}/sync")
+    data = wait_for(lambda: (d := connector(env.c, cid))["sync_blocked"] and d, what="sync_blocked")
+    assert data["needs_reauth"] is False and data["lifecycle"] == "reconnect"
+    assert "unauthorized" in data["sync_blocked_reason"] and data["next_sync_at"] is None
+
+
 def test_credentials_never_in_an_answer_or_the_server_log(env: NotionEnv) -> None:
     assert len(env.secrets) > 4, "runs after the other tests of this module"
     listed = env.call("GET", "/connectors").text
