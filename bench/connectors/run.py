@@ -11,8 +11,10 @@ Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback
    cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
 
 Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
-    uv run python -m bench.connectors.run [--workload slack|github] [--objects N] [--connectors 1000]
-(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000 by default.)
+Notion: a shared page tree of N pages (20 sub-pages per page, a heading, a paragraph and two bullets each),
+one page resource; its first sync crawls the tree (a pages.retrieve and a blocks.children call per page).
+    uv run python -m bench.connectors.run [--workload slack|github|notion] [--objects N] [--connectors 1000]
+(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000 by default; Notion pages, 1,000.)
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -142,6 +144,55 @@ def _github_bare_calls(fake: FakeGitHub, repo: str) -> float:
         return time.perf_counter() - t0
 
 
+def _notion_seed(fake: Any, objects: int) -> tuple[list[str], list[str]]:
+    from tests.fakes.notion_api import seed_bulk
+
+    fake.add_token("ntn_bench")
+    root, texts = seed_bulk(fake, pages=objects - 1)
+    return [root], ["# Bulk Root The root of a large wiki.", *texts]
+
+
+def _notion_idle(fake: Any, i: int) -> str:
+    from tests.fakes.notion_api import para
+
+    return str(fake.add_page(f"Idle {i}", [para("a quiet page")], shared=True, at=time.time() - 9 * 86400))
+
+
+def _notion_bare_calls(fake: Any, page: str) -> float:
+    """The calls a no-op cycle of one page resource makes (root check, one search page, reconcile's search),
+    with the bare SDK."""
+    from notion_client import Client
+
+    client = Client(auth="ntn_bench", base_url=fake.base_url)
+    body = {
+        "filter": {"property": "object", "value": "page"},
+        "page_size": 100,
+        "sort": {"timestamp": "last_edited_time", "direction": "descending"},
+    }
+    t0 = time.perf_counter()
+    client.pages.retrieve(page)
+    client.search(**body)
+    client.search(**body)
+    return time.perf_counter() - t0
+
+
+def _notion_workload() -> Workload:
+    from tests.fakes.notion_api import FakeNotion
+
+    return Workload(
+        name="notion",
+        provider="notion",
+        fake=lambda: FakeNotion(),
+        env=lambda fake: fake.server_env(CTXSTORE_CONNECTOR_TICK_S="1.0", CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60"),
+        seed=_notion_seed,
+        credentials=lambda fake, scope: {"access_token": "ntn_bench"},
+        add_idle_resource=_notion_idle,
+        bare_calls=_notion_bare_calls,
+        provider_calls=lambda fake: len(fake.calls),
+        default_objects=1_000,
+    )
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -169,6 +220,7 @@ WORKLOADS: dict[str, Workload] = {
         provider_calls=lambda fake: len(fake.calls()),
         default_objects=2_000,
     ),
+    "notion": _notion_workload(),
 }
 
 
