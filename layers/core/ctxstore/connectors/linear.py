@@ -75,7 +75,7 @@ class LinearProvider:
         return AccountInfo(account_scope=str(org["urlKey"]), account_name=str(org.get("name") or ""), details=details)
 
     def discover(self, ctx: ProviderContext, *, cursor: str | None = None, limit: int | None = None) -> DiscoverPage:
-        """Teams the credentials' user can see (private teams only for members), oldest first."""
+        """Teams the credentials' user can see (private teams only for members)."""
         first = PAGE if limit is None else max(1, min(PAGE, limit))
         after = cursor or None
         resources: list[DiscoveredResource] = []

@@ -65,6 +65,11 @@ def _nodes(connection: object) -> list[JSON]:
     return [n for n in nodes or [] if isinstance(n, dict)]
 
 
+def _integer(value: object) -> int | None:
+    """Linear types issue numbers as Float; they are whole."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def relation_links(issue: JSON) -> tuple[list[ObjectLink], list[str]]:
     """Links to related issues from both relation lists, and a readable summary ('blocks ENG-7')."""
     links: list[ObjectLink] = []
@@ -110,7 +115,7 @@ def map_issue(issue: JSON) -> SyncedObject | ObjectFailure:
         fields: JSON = {
             "linear_issue_id": str(issue["id"]),
             "linear_identifier": identifier,
-            "linear_number": issue.get("number"),
+            "linear_number": _integer(issue.get("number")),
             "linear_team_key": (team or {}).get("key"),
             "linear_state": (state or {}).get("name"),
             "linear_state_type": (state or {}).get("type"),

@@ -144,7 +144,8 @@ query ExistingComments($ids: [ID!]!, $first: Int!) {
 """
 
 PROBE = """
-query Probe($team: ID!, $since: DateTimeOrDuration!) {
+query Probe($teamId: String!, $team: ID!, $since: DateTimeOrDuration!) {
+  team(id: $teamId) { id }
   issues(first: 1, filter: {team: {id: {eq: $team}}, updatedAt: {gte: $since}}) { nodes { id } }
   comments(first: 1, filter: {issue: {team: {id: {eq: $team}}}, updatedAt: {gte: $since}}) { nodes { id } }
 }
@@ -243,7 +244,9 @@ def _read_page(
     else:
         document, operation = TEAM_COMMENTS, "TeamComments"
     try:
-        data = session.query(document, variables, operation=operation, forbidden=ResourceUnavailable)
+        data = session.query(
+            document, variables, operation=operation, forbidden=ResourceUnavailable, missing=ResourceUnavailable
+        )
     except ProviderError as exc:
         if type(exc) is not ProviderError or st["after"] is None or st["restarted"]:
             raise
@@ -326,8 +329,10 @@ def _comments_of(session: LinearSession, issue_id: str) -> Iterator[JSON]:
 
 
 def anything_since(session: LinearSession, team_id: str, since_s: float) -> bool:
-    variables = {"team": team_id, "since": iso_ms(int(since_s * 1000))}
-    data = session.query(PROBE, variables, operation="Probe", forbidden=ResourceUnavailable)
+    variables = {"teamId": team_id, "team": team_id, "since": iso_ms(int(since_s * 1000))}
+    data = session.query(
+        PROBE, variables, operation="Probe", forbidden=ResourceUnavailable, missing=ResourceUnavailable
+    )
     return any(((data.get(k) or {}).get("nodes") or []) for k in STREAMS)
 
 
