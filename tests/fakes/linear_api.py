@@ -307,6 +307,9 @@ class FakeLinear:
         self.requests_limit = 5000
         self.requests_used = 0
         self._faults: list[_Fault] = []
+        # Called with (operation, variables, Authorization header) before a GraphQL request is answered:
+        # tests change the fake mid-sync (expire a token after the first page).
+        self.before_graphql: list[Callable[[str, dict[str, Any], str], None]] = []
         self._last_ms = 0
         self._issued = 0
         self._schema = build_schema(SCHEMA_SDL)
@@ -589,6 +592,8 @@ class FakeLinear:
         variables = body.get("variables") if isinstance(body.get("variables"), dict) else {}
         with self.lock:
             self.requests_used += 1
+            for hook in list(self.before_graphql):
+                hook(operation, variables, header)
             fault = self._take_fault(operation)
             if fault is not None and fault.rate_limited:
                 reset = _now_ms() + round(fault.reset_in_s * 1000)

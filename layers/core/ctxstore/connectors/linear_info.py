@@ -50,7 +50,8 @@ SETUP_GUIDE = (
 
 
 def _field(name: str, data_type: str, description: str) -> FieldInfo:
-    return FieldInfo(name, data_type, description, filter_key=name)
+    """A provider field of additional_metadata: filtered as metadata_filters.additional_metadata.<name>."""
+    return FieldInfo(name, data_type, description, filter_key=f"additional_metadata.{name}")
 
 
 INFO = ProviderInfo(
@@ -66,6 +67,8 @@ INFO = ProviderInfo(
         FieldInfo("text", "string", "description or comment body (markdown) under a line of state, labels, people"),
     ),
     filterable_fields=(
+        FieldInfo("provider", "string", "always 'linear'", "provider"),
+        FieldInfo("connector_id", "string", "the connector that synced it", "connector_id"),
         _field("linear_team_key", "string", "team key, e.g. ENG"),
         _field("linear_identifier", "string", "issue identifier, e.g. ENG-12 (of the issue, for comments)"),
         _field("linear_state", "string", "workflow state name (issues)"),
