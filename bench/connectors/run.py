@@ -9,8 +9,9 @@ Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback
    while none is due against the same server before any connector existed, and the rate of no-op sync
    cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
 
-Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
-    uv run python -m bench.connectors.run [--workload slack] [--objects 10000] [--connectors 1000]
+Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body. Linear: a
+workspace of 4 teams whose issues have 2 comments each (a thread: a comment and its reply), 1/3 issues.
+    uv run python -m bench.connectors.run [--workload slack|linear] [--objects 10000] [--connectors 1000]
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -29,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.fakes.linear_api import FakeLinear, seed_bulk
 from tests.fakes.slack_api import FakeSlack
-from tests.support.connectors import connector_env, ready_database, wait_for
+from tests.support.connectors import connector_env, fast_scheduler_env, ready_database, wait_for
 from tests.support.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,7 @@ class Workload:
     credentials: Callable[[Any, str], dict[str, Any]]  # a credential set for a connector with this scope
     add_idle_resource: Callable[[Any, int], str]  # a resource with nothing new (scheduler part)
     bare_calls: Callable[[Any, str], float]  # seconds for the provider calls of one no-op cycle, in-process
+    list_calls: Callable[[Any], int]  # listing calls the fake answered so far (history pages, issue pages)
 
 
 def _slack_seed(fake: FakeSlack, objects: int) -> tuple[list[str], list[str]]:
@@ -88,6 +91,38 @@ def _slack_bare_calls(fake: FakeSlack, channel: str) -> float:
     return time.perf_counter() - t0
 
 
+def _linear_seed(fake: FakeLinear, objects: int) -> tuple[list[str], list[str]]:
+    teams = seed_bulk(fake, teams=4, issues=max(1, objects // 3), comments_per_issue=2, key="lin_api_bench")
+    texts = [f"{i.title}\n\n{i.description}" for i in fake.issues.values()] + [c.body for c in fake.comments.values()]
+    return teams, texts
+
+
+def _linear_credentials(fake: FakeLinear, scope: str) -> dict[str, Any]:
+    user = next(iter(fake.users.values()), None) or fake.users[fake.add_user("Bench User")]
+    return {"access_token": fake.add_api_key(f"lin_api_bench_{scope}", user.id)}
+
+
+def _linear_idle(fake: FakeLinear, i: int) -> str:
+    team = fake.add_team(f"I{i:04d}", f"idle-{i}")
+    fake.add_issue(team, "a quiet team", at=time.time() - 40 * 86400)  # older than lookback_days
+    return team
+
+
+def _linear_bare_calls(fake: FakeLinear, team: str) -> float:
+    """The two GraphQL calls a no-op cycle makes (issues and comments changed in the window), bare httpx."""
+    from ctxstore.connectors.linear_sync import TEAM_COMMENTS, TEAM_ISSUES, iso_ms
+
+    key = _linear_credentials(fake, "bare")["access_token"]
+    now = int(time.time() * 1000)
+    variables = {"team": team, "teamId": team, "since": iso_ms(now - 600_000), "until": iso_ms(now), "first": 50}
+    with httpx.Client(headers={"Authorization": key}) as client:
+        t0 = time.perf_counter()
+        for query, op in ((TEAM_ISSUES, "TeamIssues"), (TEAM_COMMENTS, "TeamComments")):
+            body = {"query": query, "operationName": op, "variables": {**variables, "after": None}}
+            client.post(fake.base_url, json=body).raise_for_status()
+        return time.perf_counter() - t0
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -98,7 +133,24 @@ WORKLOADS: dict[str, Workload] = {
         credentials=_slack_credentials,
         add_idle_resource=_slack_idle,
         bare_calls=_slack_bare_calls,
-    )
+        list_calls=lambda fake: len(fake.calls_of("conversations.history")),
+    ),
+    "linear": Workload(
+        name="linear",
+        provider="linear",
+        fake=lambda: FakeLinear(),
+        env=lambda fake: fast_scheduler_env(
+            CTXSTORE_CONNECTOR_BASE_URL_LINEAR=fake.base_url,
+            CTXSTORE_CONNECTOR_TOKEN_URL_LINEAR=fake.token_url,
+            CTXSTORE_CONNECTOR_TICK_S="1.0",
+            CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60",
+        ),
+        seed=_linear_seed,
+        credentials=_linear_credentials,
+        add_idle_resource=_linear_idle,
+        bare_calls=_linear_bare_calls,
+        list_calls=lambda fake: len(fake.calls_of("TeamIssues")) + len(fake.calls_of("TeamComments")),
+    ),
 }
 
 
@@ -186,7 +238,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
                     completed_at = time.perf_counter() - t0
             server_cpu = cpu_seconds(srv.proc.pid) - cpu0
             conn = c.get(f"/connectors/{cid}").json()["data"]
-            history_calls = len(fake.calls_of("conversations.history"))
+            list_calls = w.list_calls(fake)
         embed_rate, embed_cpu_ms = embedder_reference(texts)
     n = len(texts)
     assert searchable_at and completed_at and dispatched_at
@@ -207,7 +259,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
         "ratio_server_cpu_per_object_to_embedder_cpu_per_text": round(1000 * server_cpu / n / embed_cpu_ms, 2),
         "documents_dispatched": conn["documents_dispatched"],
         "sync_cycles_completed": conn["sync_cycles_completed"],
-        "provider_history_calls": history_calls,
+        "provider_list_calls": list_calls,
         "loadavg_1m_start": load_start,
         "loadavg_1m_end": loadavg(),
     }
@@ -243,7 +295,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         before = {
             x["connector_id"]: x["sync_cycles_completed"] for x in c.get("/connectors").json()["data"]["connectors"]
         }
-        calls0, cpu_due = len(fake.calls_of("conversations.history")), cpu_seconds(pid)
+        calls0, cpu_due = w.list_calls(fake), cpu_seconds(pid)
         t_due = time.perf_counter()
         for cid in ids:
             c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 60})  # re-anchored: due now
@@ -252,7 +304,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         round_cpu = cpu_seconds(pid) - cpu_due
         after = c.get("/connectors").json()["data"]["connectors"]
         syncs = sum(x["sync_cycles_completed"] - before[x["connector_id"]] for x in after)
-        calls = len(fake.calls_of("conversations.history")) - calls0
+        calls = w.list_calls(fake) - calls0
         durations = sorted(_epoch(x["last_run"]["finished_at"]) - _epoch(x["last_run"]["started_at"]) for x in after)
         bare = sum(w.bare_calls(fake, channels[0]) for _ in range(50)) / 50
         list_t = time.perf_counter()
@@ -267,7 +319,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         "due_round_s_including_the_patch_requests": round(round_s, 1),
         "due_round_syncs": syncs,
         "due_round_server_cpu_ms_per_sync_upper_bound": round(1000 * round_cpu / syncs, 2),
-        "provider_history_calls_per_sync": round(calls / syncs, 2),
+        "provider_list_calls_per_sync": round(calls / syncs, 2),
         "noop_sync_ms_mean": round(1000 * mean_sync, 2),
         "noop_sync_ms_p95": round(1000 * durations[int(0.95 * (len(durations) - 1))], 2),
         "reference_bare_provider_calls_per_sync_ms": round(1000 * bare, 2),
