@@ -35,6 +35,7 @@ from githubkit import BaseAuthStrategy, GitHub, GitHubCore
 from githubkit.exception import GitHubException, RequestError, RequestFailed, RequestTimeout
 
 from ctxstore.connectors.oauth_refresh import refresh_token_grant
+from ctxstore.connectors.retry_after import retry_after_s
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -167,12 +168,9 @@ class GitHubSession:
         headers = raw.headers
         if raw.status_code not in (403, 429):
             return None
-        retry_after = headers.get("retry-after")
+        retry_after = retry_after_s(headers.get("retry-after"), DEFAULT_LIMIT_WAIT_S)
         if retry_after is not None:
-            try:
-                return max(0.0, float(retry_after))
-            except ValueError:
-                return DEFAULT_LIMIT_WAIT_S
+            return retry_after
         if headers.get("x-ratelimit-remaining") == "0":
             reset = headers.get("x-ratelimit-reset")
             try:

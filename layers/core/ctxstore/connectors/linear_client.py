@@ -34,6 +34,7 @@ from typing import Any
 import httpx
 
 from ctxstore.connectors.linear_info import authorization
+from ctxstore.connectors.retry_after import retry_after_s
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -132,12 +133,9 @@ class LinearSession:
     def _rate_limit_wait(self, response: httpx.Response) -> float:
         """Seconds until the budget Linear says is spent refills (Retry-After first, then the reset headers)."""
         headers = response.headers
-        retry_after = headers.get("retry-after")
+        retry_after = retry_after_s(headers.get("retry-after"), DEFAULT_LIMIT_WAIT_S)
         if retry_after is not None:
-            try:
-                return max(0.0, float(retry_after))
-            except ValueError:
-                return DEFAULT_LIMIT_WAIT_S
+            return retry_after
         resets: list[float] = []
         for remaining, reset in RESET_HEADERS:
             at = _epoch_s(headers.get(reset))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.connectors.credential_checks import oauth_credentials, token_credentials
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
 
 _TOKEN = {"type": "string", "minLength": 1}
@@ -92,29 +93,11 @@ def validate_credentials(auth_type: str, credentials: dict[str, Any]) -> dict[st
     if not isinstance(credentials, dict):
         raise ValueError("credentials must be an object")
     if auth_type == "api_token":
-        _reject_unknown(credentials, {"access_token", "api_key"}, auth_type)
-        given: dict[str, str] = {k: _token(credentials, k) for k in ("access_token", "api_key") if k in credentials}
-        if not given:
-            raise ValueError("credentials.access_token is required (a Linear personal API key, lin_api_…)")
-        if len(set(given.values())) > 1:
-            raise ValueError("credentials.access_token and its alias credentials.api_key differ: send one of them")
-        key = "access_token" if "access_token" in given else "api_key"  # kept, so an update with it replaces it
-        return {key: given[key]}
+        keys = ("access_token", "api_key")
+        return token_credentials(credentials, keys, provider="Linear", what="a Linear personal API key, lin_api_…")
     if auth_type == "oauth":
-        _reject_unknown(
-            credentials, {"access_token", "refresh_token", "client_id", "client_secret", "expires_at"}, "oauth"
-        )
-        normalised: dict[str, Any] = {}
-        for key in ("access_token", "refresh_token", "client_id", "client_secret"):
-            if key not in credentials:
-                raise ValueError(f"credentials.{key} is required for auth_type oauth")
-            normalised[key] = _token(credentials, key)
-        expires_at = credentials.get("expires_at")
-        if expires_at is not None:
-            if isinstance(expires_at, bool) or not isinstance(expires_at, int | float) or expires_at < 0:
-                raise ValueError("credentials.expires_at must be epoch seconds (a non-negative number)")
-            normalised["expires_at"] = float(expires_at)
-        return normalised
+        required = ("access_token", "refresh_token", "client_id", "client_secret")
+        return oauth_credentials(credentials, provider="Linear", required=required)
     raise ValueError(f"auth_type must be one of api_token, oauth (got {auth_type!r})")
 
 
@@ -124,16 +107,3 @@ def authorization(auth_type: str, credentials: dict[str, Any]) -> str:
     if auth_type == "api_token" and token.startswith(PERSONAL_KEY_PREFIX):
         return token
     return f"Bearer {token}"
-
-
-def _token(credentials: dict[str, Any], key: str) -> str:
-    value = credentials[key]
-    if not isinstance(value, str) or not value.strip() or len(value) > 2048 or any(c.isspace() for c in value.strip()):
-        raise ValueError(f"credentials.{key} must be a non-empty string without spaces")
-    return value.strip()
-
-
-def _reject_unknown(credentials: dict[str, Any], allowed: set[str], auth_type: str) -> None:
-    unknown = sorted(set(credentials) - allowed)
-    if unknown:
-        raise ValueError(f"credentials.{unknown[0]} is not a field of Linear auth_type {auth_type}")
