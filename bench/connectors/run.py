@@ -13,8 +13,9 @@ Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback
 Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
 Notion: a shared page tree of N pages (20 sub-pages per page, a heading, a paragraph and two bullets each),
 one page resource; its first sync crawls the tree (a pages.retrieve and a blocks.children call per page).
-    uv run python -m bench.connectors.run [--workload slack|github|notion] [--objects N] [--connectors 1000]
-(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000 by default; Notion pages, 1,000.)
+Linear: a workspace of 4 teams whose issues have 2 comments each (a thread: a comment and its reply), 1/3 issues.
+    uv run python -m bench.connectors.run [--workload slack|github|linear|notion] [--objects N] [--connectors 1000]
+(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000; Notion pages, 1,000; Linear objects, 3,000.)
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -34,8 +35,9 @@ from typing import Any
 
 import httpx
 from tests.fakes.github_api import FakeGitHub, seed_large_repo
+from tests.fakes.linear_api import FakeLinear, seed_bulk
 from tests.fakes.slack_api import FakeSlack
-from tests.support.connectors import connector_env, ready_database, wait_for
+from tests.support.connectors import connector_env, fast_scheduler_env, ready_database, wait_for
 from tests.support.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,6 +195,38 @@ def _notion_workload() -> Workload:
     )
 
 
+def _linear_seed(fake: FakeLinear, objects: int) -> tuple[list[str], list[str]]:
+    teams = seed_bulk(fake, teams=4, issues=max(1, objects // 3), comments_per_issue=2, key="lin_api_bench")
+    texts = [f"{i.title}\n\n{i.description}" for i in fake.issues.values()] + [c.body for c in fake.comments.values()]
+    return teams, texts
+
+
+def _linear_credentials(fake: FakeLinear, scope: str) -> dict[str, Any]:
+    user = next(iter(fake.users.values()), None) or fake.users[fake.add_user("Bench User")]
+    return {"access_token": fake.add_api_key(f"lin_api_bench_{scope}", user.id)}
+
+
+def _linear_idle(fake: FakeLinear, i: int) -> str:
+    team = fake.add_team(f"I{i:04d}", f"idle-{i}")
+    fake.add_issue(team, "a quiet team", at=time.time() - 40 * 86400)  # older than lookback_days
+    return team
+
+
+def _linear_bare_calls(fake: FakeLinear, team: str) -> float:
+    """The two GraphQL calls a no-op cycle makes (issues and comments changed in the window), bare httpx."""
+    from ctxstore.connectors.linear_sync import TEAM_COMMENTS, TEAM_ISSUES, iso_ms
+
+    key = _linear_credentials(fake, "bare")["access_token"]
+    now = int(time.time() * 1000)
+    variables = {"team": team, "teamId": team, "since": iso_ms(now - 600_000), "until": iso_ms(now), "first": 50}
+    with httpx.Client(headers={"Authorization": key}) as client:
+        t0 = time.perf_counter()
+        for query, op in ((TEAM_ISSUES, "TeamIssues"), (TEAM_COMMENTS, "TeamComments")):
+            body = {"query": query, "operationName": op, "variables": {**variables, "after": None}}
+            client.post(fake.base_url, json=body).raise_for_status()
+        return time.perf_counter() - t0
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -221,6 +255,23 @@ WORKLOADS: dict[str, Workload] = {
         default_objects=2_000,
     ),
     "notion": _notion_workload(),
+    "linear": Workload(
+        name="linear",
+        provider="linear",
+        fake=lambda: FakeLinear(),
+        env=lambda fake: fast_scheduler_env(
+            CTXSTORE_CONNECTOR_BASE_URL_LINEAR=fake.base_url,
+            CTXSTORE_CONNECTOR_TOKEN_URL_LINEAR=fake.token_url,
+            CTXSTORE_CONNECTOR_TICK_S="1.0",
+            CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60",
+        ),
+        seed=_linear_seed,
+        credentials=_linear_credentials,
+        add_idle_resource=_linear_idle,
+        bare_calls=_linear_bare_calls,
+        provider_calls=lambda fake: len(fake.graphql_calls()),
+        default_objects=3_000,
+    ),
 }
 
 

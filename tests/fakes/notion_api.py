@@ -299,16 +299,13 @@ class FakeNotion:
 
     def server_env(self, **extra: str) -> dict[str, str]:
         """`ctxstore serve` settings: the Notion SDK talks to this fake; the scheduler ticks fast."""
-        return {
-            "CTXSTORE_CONNECTOR_BASE_URL_NOTION": self.base_url,
-            "CTXSTORE_CONNECTOR_TOKEN_URL_NOTION": self.token_url,
-            "CTXSTORE_CONNECTOR_TICK_S": "0.2",
-            "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "1",
-            "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
-            "CTXSTORE_CONNECTOR_MAX_WAIT_S": "5",
-            "CTXSTORE_CONNECTOR_HTTP_TIMEOUT_S": "5",
+        from tests.support.connectors import fast_scheduler_env
+
+        return fast_scheduler_env(
+            CTXSTORE_CONNECTOR_BASE_URL_NOTION=self.base_url,
+            CTXSTORE_CONNECTOR_TOKEN_URL_NOTION=self.token_url,
             **extra,
-        }
+        )
 
     def start(self) -> FakeNotion:
         threading.Thread(

@@ -20,13 +20,28 @@ UNREACHABLE = "http://127.0.0.1:9/"
 
 
 def connector_env(slack: FakeSlack | None, github: FakeGitHub | None = None, **extra: str) -> dict[str, str]:
-    """Server settings: each provider SDK talks to its fake (or to a closed loopback port when the test has
-    none, never to the public API); the scheduler ticks fast; intervals may be short."""
+    """Server settings: the Slack and GitHub SDKs talk to their fakes (or to a closed loopback port when the
+    test has none, never to the public API); the scheduler ticks fast; intervals may be short."""
+    return fast_scheduler_env(
+        CTXSTORE_CONNECTOR_BASE_URL_SLACK=slack.base_url if slack else UNREACHABLE,
+        CTXSTORE_CONNECTOR_TOKEN_URL_SLACK=slack.base_url if slack else UNREACHABLE,
+        CTXSTORE_CONNECTOR_BASE_URL_GITHUB=github.base_url if github else UNREACHABLE,
+        CTXSTORE_CONNECTOR_TOKEN_URL_GITHUB=github.token_url if github else UNREACHABLE,
+        **extra,
+    )
+
+
+def fast_scheduler_env(**extra: str) -> dict[str, str]:
+    """Provider-neutral server settings for connector tests: every provider's API and token URL at a closed
+    loopback port unless ``extra`` names its fake; fast ticks, short intervals and waits."""
+    unreachable = {
+        f"CTXSTORE_CONNECTOR_{kind}_URL_{provider}": UNREACHABLE
+        for provider in ("SLACK", "GITHUB", "LINEAR", "NOTION", "GMAIL")
+        for kind in ("BASE", "TOKEN")
+    }
+    unreachable["CTXSTORE_CONNECTOR_TOKEN_URL_NOTION"] = UNREACHABLE + "v1/oauth/token"  # the SDK's path rule
     return {
-        "CTXSTORE_CONNECTOR_BASE_URL_SLACK": slack.base_url if slack else UNREACHABLE,
-        "CTXSTORE_CONNECTOR_TOKEN_URL_SLACK": slack.base_url if slack else UNREACHABLE,
-        "CTXSTORE_CONNECTOR_BASE_URL_GITHUB": github.base_url if github else UNREACHABLE,
-        "CTXSTORE_CONNECTOR_TOKEN_URL_GITHUB": github.token_url if github else UNREACHABLE,
+        **unreachable,
         "CTXSTORE_CONNECTOR_TICK_S": "0.2",
         "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "1",
         "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",

@@ -49,7 +49,7 @@ class ServerProcess:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 90) -> None:  # startup loads the models: slow on a busy machine
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

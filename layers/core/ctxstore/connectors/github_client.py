@@ -34,12 +34,13 @@ import httpx
 from githubkit import BaseAuthStrategy, GitHub, GitHubCore
 from githubkit.exception import GitHubException, RequestError, RequestFailed, RequestTimeout
 
+from ctxstore.connectors.oauth_refresh import refresh_token_grant
+from ctxstore.connectors.retry_after import retry_after_s
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
     ProviderError,
     RateLimited,
-    RefreshRejected,
     ResourceUnavailable,
     TokenExpired,
     TransientProviderError,
@@ -51,10 +52,6 @@ DEFAULT_TOKEN_URL = "https://github.com/login/oauth/access_token"
 SERVER_RETRIES = 2  # extra attempts after a 5xx or timeout, with 1 s then 2 s between them
 RATE_LIMIT_WAITS = 3  # rate-limit waits sat out within one request before giving up with RateLimited
 DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
-# Refresh grant errors that mean "this grant is dead: the user must authorise again".
-REJECTED_GRANTS = frozenset({"bad_refresh_token", "invalid_grant", "expired_token", "invalid_refresh_token"})
-# Errors that mean the connector's OAuth app settings (client id / secret) are wrong: fixed by a credential update.
-BAD_CLIENT = frozenset({"incorrect_client_credentials", "invalid_client", "unauthorized_client"})
 # One TLS context for every session: httpx otherwise loads the CA bundle per client (~85 ms a call here).
 _TLS = httpx.create_ssl_context()
 _SECONDARY = re.compile(r"secondary rate limit|abuse detection", re.I)  # a 403 limit without headers
@@ -171,12 +168,9 @@ class GitHubSession:
         headers = raw.headers
         if raw.status_code not in (403, 429):
             return None
-        retry_after = headers.get("retry-after")
+        retry_after = retry_after_s(headers.get("retry-after"), DEFAULT_LIMIT_WAIT_S)
         if retry_after is not None:
-            try:
-                return max(0.0, float(retry_after))
-            except ValueError:
-                return DEFAULT_LIMIT_WAIT_S
+            return retry_after
         if headers.get("x-ratelimit-remaining") == "0":
             reset = headers.get("x-ratelimit-reset")
             try:
@@ -210,50 +204,11 @@ class GitHubSession:
 
 def refresh_oauth(ctx: ProviderContext) -> dict[str, Any]:
     """One refresh-token exchange at ``ctx.token_url``: the whole credential set with the new access token,
-    the rotated refresh token (GitHub invalidates the old one) and their expiry times. Stores nothing."""
-    creds = ctx.credentials
-    if not creds.get("refresh_token"):
-        raise CredentialsRejected("no refresh_token to renew the GitHub access token with")
-    form = {
-        "client_id": str(creds.get("client_id", "")),
-        "client_secret": str(creds.get("client_secret", "")),
-        "grant_type": "refresh_token",
-        "refresh_token": str(creds["refresh_token"]),
-    }
-    try:
-        response = httpx.post(
-            ctx.token_url or DEFAULT_TOKEN_URL,
-            data=form,
-            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
-            timeout=ctx.http_timeout_s,
-        )
-    except httpx.TimeoutException:
-        raise TransientProviderError("GitHub token endpoint timed out") from None
-    except httpx.HTTPError as exc:
-        raise TransientProviderError(f"GitHub token endpoint unreachable: {type(exc).__name__}") from None
-    if response.status_code >= 500:
-        raise TransientProviderError(f"GitHub token endpoint answered {response.status_code}")
-    try:
-        body = response.json()
-    except ValueError:
-        raise TransientProviderError(f"GitHub token endpoint answered {response.status_code} without JSON") from None
-    error = str(body.get("error", "")) if isinstance(body, dict) else "malformed"
-    if error in REJECTED_GRANTS:
-        raise RefreshRejected(f"GitHub rejected the refresh token ({error}): authorise the connector again")
-    if error in BAD_CLIENT:
-        raise CredentialsRejected(f"GitHub rejected the OAuth app credentials ({error})")
-    if error or not isinstance(body, dict) or not body.get("access_token"):
-        raise TransientProviderError(f"GitHub token endpoint refused the refresh ({error or response.status_code})")
-    now = ctx.now()
-    rotated = {**creds, "access_token": str(body["access_token"])}
-    if body.get("refresh_token"):
-        rotated["refresh_token"] = str(body["refresh_token"])
-    for field, lifetime in (("expires_at", "expires_in"), ("refresh_token_expires_at", "refresh_token_expires_in")):
-        if isinstance(body.get(lifetime), int | float):
-            rotated[field] = now + float(body[lifetime])
-        else:
-            rotated.pop(field, None)
-    return rotated
+    the rotated refresh token (GitHub invalidates the old one) and their expiry times. Stores nothing.
+    GitHub answers a refused grant with HTTP 200 and ``bad_refresh_token``; the shared grant reads the body."""
+    return refresh_token_grant(
+        ctx, provider="GitHub", token_url=ctx.token_url or DEFAULT_TOKEN_URL, user_agent=USER_AGENT
+    )
 
 
 def _next_page(link: str | None) -> int | None:

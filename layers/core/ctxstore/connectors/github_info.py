@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.connectors.credential_checks import oauth_credentials, token_credentials
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
 
 _TOKEN = {"type": "string", "minLength": 1}
@@ -92,52 +93,14 @@ def validate_credentials(auth_type: str, credentials: dict[str, Any]) -> dict[st
     if not isinstance(credentials, dict):
         raise ValueError("credentials must be an object")
     if auth_type == "api_token":
-        return _validate_token(credentials)
+        keys = ("api_token", "access_token")
+        return token_credentials(credentials, keys, provider="GitHub", what="a GitHub personal access token")
     if auth_type == "oauth":
-        return _validate_oauth(credentials)
+        return oauth_credentials(
+            credentials,
+            provider="GitHub",
+            required=("refresh_token", "client_id", "client_secret"),
+            optional=("access_token",),
+            epochs=("expires_at", "refresh_token_expires_at"),
+        )
     raise ValueError(f"auth_type must be one of api_token, oauth (got {auth_type!r})")
-
-
-def _validate_token(credentials: dict[str, Any]) -> dict[str, Any]:
-    _reject_unknown(credentials, {"api_token", "access_token"}, "api_token")
-    given: dict[str, str] = {k: _token(credentials, k) for k in ("api_token", "access_token") if k in credentials}
-    if not given:
-        raise ValueError("credentials.api_token is required (a GitHub personal access token)")
-    if len(set(given.values())) > 1:
-        raise ValueError("credentials.api_token and its alias credentials.access_token differ: send one of them")
-    # Keep the key the caller used, so a later credentials update with the same key replaces it.
-    key = "api_token" if "api_token" in given else "access_token"
-    return {key: given[key]}
-
-
-def _validate_oauth(credentials: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"access_token", "refresh_token", "client_id", "client_secret", "expires_at", "refresh_token_expires_at"}
-    _reject_unknown(credentials, allowed, "oauth")
-    normalised: dict[str, Any] = {}
-    for key in ("refresh_token", "client_id", "client_secret"):
-        if key not in credentials:
-            raise ValueError(f"credentials.{key} is required for auth_type oauth")
-        normalised[key] = _token(credentials, key)
-    if "access_token" in credentials:
-        normalised["access_token"] = _token(credentials, "access_token")
-    for key in ("expires_at", "refresh_token_expires_at"):
-        value = credentials.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise ValueError(f"credentials.{key} must be epoch seconds (a non-negative number)")
-        normalised[key] = float(value)
-    return normalised
-
-
-def _token(credentials: dict[str, Any], key: str) -> str:
-    value = credentials[key]
-    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
-        raise ValueError(f"credentials.{key} must be a non-empty string without spaces")
-    return value.strip()
-
-
-def _reject_unknown(credentials: dict[str, Any], allowed: set[str], auth_type: str) -> None:
-    unknown = sorted(set(credentials) - allowed)
-    if unknown:
-        raise ValueError(f"credentials.{unknown[0]} is not a field of GitHub auth_type {auth_type}")
