@@ -6,7 +6,7 @@ from ctxstore.ports.connector_provider import ConnectorProvider
 
 
 def build_providers() -> dict[str, ConnectorProvider]:
-    from ctxstore.connectors import slack
+    from ctxstore.connectors import gmail, slack
 
-    providers: list[ConnectorProvider] = [slack.build_provider()]
+    providers: list[ConnectorProvider] = [slack.build_provider(), gmail.build_provider()]
     return {p.info.provider: p for p in providers}
