@@ -86,6 +86,7 @@ class Token:
     value: str
     expires_at: float | None = None
     revoked: bool = False
+    calls_left: int | None = None  # expires after this many more API calls (a token that dies mid-sync)
     scopes: frozenset[str] = frozenset({"https://www.googleapis.com/auth/gmail.readonly"})
 
 
@@ -279,6 +280,11 @@ class FakeGmail:
         with self._lock:
             self.tokens[token].expires_at = time.time() - 1
 
+    def expire_after(self, token: str, calls: int) -> None:
+        """The token works for `calls` more API calls, then it has expired (mid-sync)."""
+        with self._lock:
+            self.tokens[token].calls_left = calls
+
     def revoke(self, token: str) -> None:
         with self._lock:
             self.tokens[token].revoked = True
@@ -466,6 +472,10 @@ class FakeGmail:
 
     def _authorize(self, token: str | None) -> tuple[int, dict[str, Any], dict[str, str]] | None:
         t = self.tokens.get(token or "")
+        if t is not None and t.calls_left is not None:
+            if t.calls_left <= 0:
+                t.expires_at = min(t.expires_at or time.time(), time.time() - 1)
+            t.calls_left -= 1
         if t is None or t.revoked or (t.expires_at is not None and t.expires_at <= time.time()):
             return self._error(
                 401,

@@ -18,9 +18,14 @@ DB = "acme"
 
 def connector_env(slack: FakeSlack, **extra: str) -> dict[str, str]:
     """Server settings: the Slack SDK talks to the fake; the scheduler ticks fast; intervals may be short."""
+    return fast_connector_env(
+        CTXSTORE_CONNECTOR_BASE_URL_SLACK=slack.base_url, CTXSTORE_CONNECTOR_TOKEN_URL_SLACK=slack.base_url, **extra
+    )
+
+
+def fast_connector_env(**extra: str) -> dict[str, str]:
+    """Server settings for any provider's fake: the scheduler ticks fast; intervals and waits may be short."""
     return {
-        "CTXSTORE_CONNECTOR_BASE_URL_SLACK": slack.base_url,
-        "CTXSTORE_CONNECTOR_TOKEN_URL_SLACK": slack.base_url,
         "CTXSTORE_CONNECTOR_TICK_S": "0.2",
         "CTXSTORE_CONNECTOR_MIN_INTERVAL_S": "1",
         "CTXSTORE_CONNECTOR_CONTINUE_AFTER_S": "0.1",
