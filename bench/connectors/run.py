@@ -1,8 +1,9 @@
 """Connector benchmark: objects/s from a provider fake to searchable, and the scheduler's overhead.
 
 Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback fake (tests/fakes):
-1. throughput: a seeded workspace (Slack: 10,000 messages in 20 channels, every 10th with 3 replies) is
-   configured in one connector; measured from the configure call to every object dispatched, every item
+1. throughput: a seeded workspace (Slack: 10,000 messages in 20 channels, every 10th with 3 replies; Gmail:
+   2,000 messages in 10 labels, threads of a root and 3 replies) is configured in one connector; measured
+   from the configure call to every object dispatched, every item
    searchable (`graph_creation`/`completed`) and every item completed. Reference in the same run: the bare
    local embedder (in-process, labelled) on the same texts, one text per call as the server embeds them.
 2. scheduler overhead: N connectors (1,000) each with one channel that has nothing new; the server's CPU
@@ -10,7 +11,7 @@ Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback
    cycles once all are due at once, against the bare SDK calls those cycles make (in the bench process).
 
 Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and connector body.
-    uv run python -m bench.connectors.run [--workload slack] [--objects 10000] [--connectors 1000]
+    uv run python -m bench.connectors.run [--workload slack|gmail] [--objects 10000] [--connectors 1000]
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -29,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.fakes.slack_api import FakeSlack
-from tests.support.connectors import connector_env, ready_database, wait_for
+from tests.fakes.gmail_api import BOB, OWNER, FakeGmail, compose
+from tests.fakes.slack_api import VOCABULARY, FakeSlack
+from tests.support.connectors import connector_env, fast_connector_env, ready_database, wait_for
 from tests.support.server import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,7 @@ class Workload:
     credentials: Callable[[Any, str], dict[str, Any]]  # a credential set for a connector with this scope
     add_idle_resource: Callable[[Any, int], str]  # a resource with nothing new (scheduler part)
     bare_calls: Callable[[Any, str], float]  # seconds for the provider calls of one no-op cycle, in-process
+    listing_calls: Callable[[Any], int]  # the provider's list calls so far (pages read)
 
 
 def _slack_seed(fake: FakeSlack, objects: int) -> tuple[list[str], list[str]]:
@@ -88,6 +91,70 @@ def _slack_bare_calls(fake: FakeSlack, channel: str) -> float:
     return time.perf_counter() - t0
 
 
+def _gmail_seed(fake: FakeGmail, objects: int) -> tuple[list[str], list[str]]:
+    """`objects` messages in 10 labels, threads of a root and 3 replies, spread over the last 20 days."""
+    labels = [fake.add_label(f"Label_{i}", f"bench-{i}").id for i in range(10)]
+    texts: list[str] = []
+    now, words = time.time(), VOCABULARY
+    root = ""
+    for i in range(objects):
+        text = " ".join(words[(i * 7 + k) % len(words)] for k in range(30)) + f" (message {i})"
+        label = labels[(i // 4) % len(labels)]
+        reply = i % 4 != 0
+        subject = f"{'Re: ' if reply else ''}thread {i // 4} about {words[i % len(words)]}"
+        mail = compose(subject=subject, sender=BOB, to=OWNER, text=text, at=now - 20 * 86400 + i * 60)
+        mid = fake.deliver(mail, labels=(label,), thread_of=root if reply else None)
+        root = root if reply else mid
+        texts.append(text)
+    return labels, texts
+
+
+def _gmail_credentials(fake: FakeGmail, scope: str) -> dict[str, Any]:
+    fake.add_oauth_client("bench-client", "bench-secret")
+    return {
+        "access_token": fake.add_token(f"ya29.bench-{scope}"),
+        "refresh_token": fake.issue_refresh_token("bench-client"),
+        "client_id": "bench-client",
+        "client_secret": "bench-secret",
+        "expires_at": time.time() + 3500,
+    }
+
+
+def _gmail_idle(fake: FakeGmail, i: int) -> str:
+    label = fake.add_label(f"Label_idle{i:05d}", f"idle-{i}").id
+    fake.deliver(compose(subject="quiet", sender=BOB, to=OWNER, text="a quiet label"), labels=(label,))
+    return label
+
+
+def _gmail_bare_calls(fake: FakeGmail, label: str) -> float:
+    """The one history.list call a no-op cycle makes, bare client library."""
+    import google.oauth2.credentials
+    import google_auth_httplib2
+    import httplib2
+    from googleapiclient.discovery import build
+
+    creds = google.oauth2.credentials.Credentials(token=fake.add_token("ya29.bench-bare"))  # type: ignore[no-untyped-call]
+    api = build(
+        "gmail",
+        "v1",
+        http=google_auth_httplib2.AuthorizedHttp(creds, http=httplib2.Http(timeout=30)),
+        static_discovery=True,
+        client_options={"api_endpoint": fake.base_url},
+    )
+    t0 = time.perf_counter()
+    api.users().history().list(userId="me", startHistoryId=str(fake.history_id), labelId=label).execute()
+    return time.perf_counter() - t0
+
+
+def _gmail_env(fake: FakeGmail) -> dict[str, str]:
+    return fast_connector_env(
+        CTXSTORE_CONNECTOR_BASE_URL_GMAIL=fake.base_url,
+        CTXSTORE_CONNECTOR_TOKEN_URL_GMAIL=fake.token_url,
+        CTXSTORE_CONNECTOR_TICK_S="1.0",
+        CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60",
+    )
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -98,7 +165,19 @@ WORKLOADS: dict[str, Workload] = {
         credentials=_slack_credentials,
         add_idle_resource=_slack_idle,
         bare_calls=_slack_bare_calls,
-    )
+        listing_calls=lambda fake: len(fake.calls_of("conversations.history")),
+    ),
+    "gmail": Workload(
+        name="gmail",
+        provider="gmail",
+        fake=lambda: FakeGmail(),
+        env=_gmail_env,
+        seed=_gmail_seed,
+        credentials=_gmail_credentials,
+        add_idle_resource=_gmail_idle,
+        bare_calls=_gmail_bare_calls,
+        listing_calls=lambda fake: len(fake.calls_of("messages.list")) + len(fake.calls_of("history.list")),
+    ),
 }
 
 
@@ -186,7 +265,7 @@ def throughput(w: Workload, objects: int) -> dict[str, Any]:
                     completed_at = time.perf_counter() - t0
             server_cpu = cpu_seconds(srv.proc.pid) - cpu0
             conn = c.get(f"/connectors/{cid}").json()["data"]
-            history_calls = len(fake.calls_of("conversations.history"))
+            history_calls = w.listing_calls(fake)
         embed_rate, embed_cpu_ms = embedder_reference(texts)
     n = len(texts)
     assert searchable_at and completed_at and dispatched_at
@@ -243,7 +322,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         before = {
             x["connector_id"]: x["sync_cycles_completed"] for x in c.get("/connectors").json()["data"]["connectors"]
         }
-        calls0, cpu_due = len(fake.calls_of("conversations.history")), cpu_seconds(pid)
+        calls0, cpu_due = w.listing_calls(fake), cpu_seconds(pid)
         t_due = time.perf_counter()
         for cid in ids:
             c.patch(f"/connectors/{cid}", json={"sync_interval_seconds": 60})  # re-anchored: due now
@@ -252,7 +331,7 @@ def scheduler_overhead(w: Workload, connectors: int) -> dict[str, Any]:
         round_cpu = cpu_seconds(pid) - cpu_due
         after = c.get("/connectors").json()["data"]["connectors"]
         syncs = sum(x["sync_cycles_completed"] - before[x["connector_id"]] for x in after)
-        calls = len(fake.calls_of("conversations.history")) - calls0
+        calls = w.listing_calls(fake) - calls0
         durations = sorted(_epoch(x["last_run"]["finished_at"]) - _epoch(x["last_run"]["started_at"]) for x in after)
         bare = sum(w.bare_calls(fake, channels[0]) for _ in range(50)) / 50
         list_t = time.perf_counter()
