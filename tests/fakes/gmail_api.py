@@ -30,7 +30,6 @@ import csv
 import email.policy
 import io
 import json
-import sys
 import threading
 import time
 import zipfile
@@ -39,9 +38,11 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import format_datetime, make_msgid, parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.fakes.loopback import LoopbackFake, OAuthClients
 
 GMAIL_SCOPES = frozenset(
     {
@@ -52,15 +53,6 @@ GMAIL_SCOPES = frozenset(
 )
 SYSTEM_LABELS = ("INBOX", "SENT", "DRAFT", "SPAM", "TRASH", "UNREAD", "STARRED", "IMPORTANT")
 HISTORY_TYPES = ("messageAdded", "messageDeleted", "labelAdded", "labelRemoved")
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer (a killed server) is expected here, not an error to print."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -219,7 +211,10 @@ def compose(
     return m
 
 
-class FakeGmail:
+class FakeGmail(LoopbackFake, OAuthClients):
+    refresh_token_format = "1//refresh-{n}-secret"
+    thread_name = "fake-gmail"
+
     def __init__(self, *, email_address: str = "owner@example.com") -> None:
         self.email_address = email_address
         self.labels: dict[str, Label] = {name: Label(name, name, "system") for name in SYSTEM_LABELS}
@@ -228,8 +223,6 @@ class FakeGmail:
         self.history_id = 1000
         self.history_floor = 0  # a startHistoryId below this answers 404 (the history gap)
         self.tokens: dict[str, Token] = {}
-        self.clients: dict[str, str] = {}  # client id -> secret
-        self.refresh_tokens: dict[str, str] = {}  # refresh token -> client id
         self.rotate_refresh_tokens = False  # answer a new refresh token on every refresh (the old dies)
         self.access_token_lifetime_s = 3599
         self.mail_disabled = False
@@ -239,35 +232,17 @@ class FakeGmail:
         self.delay_s = 0.0  # added to every answer (a slow provider)
         self._lock = threading.RLock()
         self._next_id = 0x18C0000000000000
-        self._issued = 0
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._thread: threading.Thread | None = None
+        self._oauth_books()
+        self._listen(self._handler())
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+        return f"http://127.0.0.1:{self.port}/"
 
     @property
     def token_url(self) -> str:
         return f"{self.base_url}token"
-
-    def start(self) -> FakeGmail:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gmail", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeGmail:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # ---- tokens --------------------------------------------------------------------------------------
     def add_token(self, value: str, *, expires_in: float | None = 3599, scopes: frozenset[str] | None = None) -> str:
@@ -288,21 +263,6 @@ class FakeGmail:
     def revoke(self, token: str) -> None:
         with self._lock:
             self.tokens[token].revoked = True
-
-    def add_oauth_client(self, client_id: str, secret: str) -> None:
-        with self._lock:
-            self.clients[client_id] = secret
-
-    def issue_refresh_token(self, client_id: str) -> str:
-        with self._lock:
-            self._issued += 1
-            value = f"1//refresh-{self._issued}-secret"
-            self.refresh_tokens[value] = client_id
-            return value
-
-    def revoke_refresh_tokens(self) -> None:
-        with self._lock:
-            self.refresh_tokens.clear()
 
     def issued_access_tokens(self) -> list[str]:
         with self._lock:

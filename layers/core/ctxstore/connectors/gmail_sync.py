@@ -50,6 +50,19 @@ DAY = 86400.0
 DEFAULT_LOOKBACK_S = 30 * DAY
 
 
+def caught_up(history_id: str, lookback_s: float, *, reconcile: bool) -> Checkpoint:
+    """The checkpoint of a label that is caught up: the next sync reads history from `history_id`."""
+    state = {
+        "v": STATE_VERSION,
+        "phase": "incremental",
+        "history_id": history_id,
+        "page_token": None,
+        "lookback_s": lookback_s,
+        "reconcile": reconcile,
+    }
+    return Checkpoint(state, cursor=history_id, has_more=False)
+
+
 class HistoryGap(Exception):
     """history.list answered 404: the stored historyId is older than the history Gmail keeps."""
 
@@ -170,15 +183,7 @@ class LabelSync:
                 st["page_token"] = str(token)
                 yield Checkpoint(dict(st), cursor=str(st["history_id"]), has_more=True)
                 continue
-            done = {
-                "v": STATE_VERSION,
-                "phase": "incremental",
-                "history_id": st["history_id"],
-                "page_token": None,
-                "lookback_s": st["lookback_s"],
-                "reconcile": bool(st["resync"]),
-            }
-            yield Checkpoint(done, cursor=str(st["history_id"]), has_more=False)
+            yield caught_up(str(st["history_id"]), float(st["lookback_s"]), reconcile=bool(st["resync"]))
             return
 
     # ---- incremental ------------------------------------------------------------------------------------
@@ -210,15 +215,8 @@ class LabelSync:
                 st["page_token"] = str(token)
                 yield Checkpoint(dict(st), cursor=str(st["history_id"]), has_more=True)
                 continue
-            done = {
-                "v": STATE_VERSION,
-                "phase": "incremental",
-                "history_id": str(page.get("historyId") or st["history_id"]),
-                "page_token": None,
-                "lookback_s": st.get("lookback_s", DEFAULT_LOOKBACK_S),
-                "reconcile": False,
-            }
-            yield Checkpoint(done, cursor=done["history_id"], has_more=False)
+            history_id = str(page.get("historyId") or st["history_id"])
+            yield caught_up(history_id, float(st.get("lookback_s") or DEFAULT_LOOKBACK_S), reconcile=False)
             return
 
     def changes(self, records: list[dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
