@@ -3,7 +3,8 @@
 Drives a real `ctxstore serve` over HTTP, its provider SDK pointed at a loopback fake (tests/fakes):
 1. throughput: a seeded workspace is configured in one connector (Slack: 10,000 messages in 20 channels,
    every 10th with 3 replies; GitHub: a 2,000-issue repository, every 5th a pull request, 2 comments each,
-   the fake's `seed_large_repo`); measured from the configure call to every object dispatched, every item
+   the fake's `seed_large_repo`; Gmail: 2,000 messages in 10 labels, threads of a root and 3 replies);
+   measured from the configure call to every object dispatched, every item
    searchable (`graph_creation`/`completed`) and every item completed. Reference in the same run: the bare
    local embedder (in-process, labelled) on the same texts, one text per call as the server embeds them.
 2. scheduler overhead: N connectors (1,000) each with one resource that has nothing new; the server's CPU
@@ -14,8 +15,10 @@ Workloads are pluggable (WORKLOADS): a provider adds one with its fake, seed and
 Notion: a shared page tree of N pages (20 sub-pages per page, a heading, a paragraph and two bullets each),
 one page resource; its first sync crawls the tree (a pages.retrieve and a blocks.children call per page).
 Linear: a workspace of 4 teams whose issues have 2 comments each (a thread: a comment and its reply), 1/3 issues.
-    uv run python -m bench.connectors.run [--workload slack|github|linear|notion] [--objects N] [--connectors 1000]
-(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000; Notion pages, 1,000; Linear objects, 3,000.)
+    uv run python -m bench.connectors.run [--workload slack|github|linear|notion|gmail] [--objects N]
+        [--connectors 1000]
+(`--objects`: Slack messages, 10,000 by default; GitHub issues, 2,000; Notion pages, 1,000; Linear objects,
+3,000; Gmail messages, 2,000.)
 Writes bench/results/connectors.json (one key per workload) and prints a report. Record the 1-min load average:
 absolute numbers drift on a shared machine; read the ratios.
 """
@@ -35,8 +38,9 @@ from typing import Any
 
 import httpx
 from tests.fakes.github_api import FakeGitHub, seed_large_repo
+from tests.fakes.gmail_api import BOB, OWNER, FakeGmail, compose
 from tests.fakes.linear_api import FakeLinear, seed_bulk
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import VOCABULARY, FakeSlack
 from tests.support.connectors import connector_env, fast_scheduler_env, ready_database, wait_for
 from tests.support.server import ServerProcess
 
@@ -227,6 +231,70 @@ def _linear_bare_calls(fake: FakeLinear, team: str) -> float:
         return time.perf_counter() - t0
 
 
+def _gmail_seed(fake: FakeGmail, objects: int) -> tuple[list[str], list[str]]:
+    """`objects` messages in 10 labels, threads of a root and 3 replies, spread over the last 20 days."""
+    labels = [fake.add_label(f"Label_{i}", f"bench-{i}").id for i in range(10)]
+    texts: list[str] = []
+    now, words = time.time(), VOCABULARY
+    root = ""
+    for i in range(objects):
+        text = " ".join(words[(i * 7 + k) % len(words)] for k in range(30)) + f" (message {i})"
+        label = labels[(i // 4) % len(labels)]
+        reply = i % 4 != 0
+        subject = f"{'Re: ' if reply else ''}thread {i // 4} about {words[i % len(words)]}"
+        mail = compose(subject=subject, sender=BOB, to=OWNER, text=text, at=now - 20 * 86400 + i * 60)
+        mid = fake.deliver(mail, labels=(label,), thread_of=root if reply else None)
+        root = root if reply else mid
+        texts.append(text)
+    return labels, texts
+
+
+def _gmail_credentials(fake: FakeGmail, scope: str) -> dict[str, Any]:
+    fake.add_oauth_client("bench-client", "bench-secret")
+    return {
+        "access_token": fake.add_token(f"ya29.bench-{scope}"),
+        "refresh_token": fake.issue_refresh_token("bench-client"),
+        "client_id": "bench-client",
+        "client_secret": "bench-secret",
+        "expires_at": time.time() + 3500,
+    }
+
+
+def _gmail_idle(fake: FakeGmail, i: int) -> str:
+    label = fake.add_label(f"Label_idle{i:05d}", f"idle-{i}").id
+    fake.deliver(compose(subject="quiet", sender=BOB, to=OWNER, text="a quiet label"), labels=(label,))
+    return label
+
+
+def _gmail_bare_calls(fake: FakeGmail, label: str) -> float:
+    """The one history.list call a no-op cycle makes, bare client library."""
+    import google.oauth2.credentials
+    import google_auth_httplib2
+    import httplib2
+    from googleapiclient.discovery import build
+
+    creds = google.oauth2.credentials.Credentials(token=fake.add_token("ya29.bench-bare"))  # type: ignore[no-untyped-call]
+    api = build(
+        "gmail",
+        "v1",
+        http=google_auth_httplib2.AuthorizedHttp(creds, http=httplib2.Http(timeout=30)),
+        static_discovery=True,
+        client_options={"api_endpoint": fake.base_url},
+    )
+    t0 = time.perf_counter()
+    api.users().history().list(userId="me", startHistoryId=str(fake.history_id), labelId=label).execute()
+    return time.perf_counter() - t0
+
+
+def _gmail_env(fake: FakeGmail) -> dict[str, str]:
+    return fast_scheduler_env(
+        CTXSTORE_CONNECTOR_BASE_URL_GMAIL=fake.base_url,
+        CTXSTORE_CONNECTOR_TOKEN_URL_GMAIL=fake.token_url,
+        CTXSTORE_CONNECTOR_TICK_S="1.0",
+        CTXSTORE_CONNECTOR_MIN_INTERVAL_S="60",
+    )
+
+
 WORKLOADS: dict[str, Workload] = {
     "slack": Workload(
         name="slack",
@@ -271,6 +339,18 @@ WORKLOADS: dict[str, Workload] = {
         bare_calls=_linear_bare_calls,
         provider_calls=lambda fake: len(fake.graphql_calls()),
         default_objects=3_000,
+    ),
+    "gmail": Workload(
+        name="gmail",
+        provider="gmail",
+        fake=lambda: FakeGmail(),
+        env=_gmail_env,
+        seed=_gmail_seed,
+        credentials=_gmail_credentials,
+        add_idle_resource=_gmail_idle,
+        bare_calls=_gmail_bare_calls,
+        provider_calls=lambda fake: len(fake.calls),
+        default_objects=2_000,
     ),
 }
 

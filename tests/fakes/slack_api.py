@@ -18,20 +18,14 @@ import base64
 import email.parser
 import email.policy
 import json
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer (a killed server) is expected here, not an error to print."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
+from tests.fakes.loopback import LoopbackFake, OAuthClients
 
 
 @dataclass
@@ -121,13 +115,14 @@ def _offset(cursor: str | None) -> int:
         return -1
 
 
-class FakeSlack:
+class FakeSlack(LoopbackFake, OAuthClients):
+    refresh_token_format = "xoxe-1-refresh-{n}"
+    thread_name = "fake-slack"
+
     def __init__(self, *, team_id: str = "T0FAKE", team: str = "Fake Team", domain: str = "fake") -> None:
         self.team_id, self.team, self.domain = team_id, team, domain
         self.channels: dict[str, Channel] = {}
         self.tokens: dict[str, Token] = {}
-        self.clients: dict[str, str] = {}
-        self.refresh_tokens: dict[str, str] = {}  # refresh token -> client id (single use)
         self.access_token_lifetime_s = 43200
         self.calls: list[Call] = []
         self.failures: dict[str, list[_Failure]] = {}
@@ -135,49 +130,19 @@ class FakeSlack:
         self.delay_s = 0.0  # added to every answer (a slow provider: kill -9 tests, chunk timing)
         self._lock = threading.RLock()
         self._last_ts = 0.0
-        self._issued = 0
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._oauth_books()
+        self._listen(self._handler())
 
     # ---- lifecycle -----------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
-
-    def start(self) -> FakeSlack:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-slack", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeSlack:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        return f"http://127.0.0.1:{self.port}/api/"
 
     # ---- seeding and changes ------------------------------------------------------------------------
     def add_token(self, value: str, *, expires_in: float | None = None) -> str:
         with self._lock:
             self.tokens[value] = Token(value, time.time() + expires_in if expires_in is not None else None)
         return value
-
-    def add_oauth_client(self, client_id: str, secret: str) -> None:
-        with self._lock:
-            self.clients[client_id] = secret
-
-    def issue_refresh_token(self, client_id: str) -> str:
-        with self._lock:
-            self._issued += 1
-            rt = f"xoxe-1-refresh-{self._issued}"
-            self.refresh_tokens[rt] = client_id
-            return rt
 
     def revoke(self, token: str) -> None:
         with self._lock:
@@ -186,10 +151,6 @@ class FakeSlack:
     def break_token(self, token: str, error: str | None) -> None:
         with self._lock:
             self.tokens[token].error = error
-
-    def revoke_refresh_tokens(self) -> None:
-        with self._lock:
-            self.refresh_tokens.clear()
 
     def add_channel(self, channel_id: str, name: str, *, is_private: bool = False, is_member: bool = True) -> Channel:
         with self._lock:

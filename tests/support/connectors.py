@@ -157,7 +157,7 @@ def running_server(data_dir: Path) -> Iterator[Env]:
     """A `ctxstore serve` on the fake Slack and GitHub APIs with database `acme` ready (a session fixture in
     tests/api)."""
     with FakeSlack() as slack, FakeGitHub() as github, ServerProcess(data_dir, env=connector_env(slack, github)) as srv:
-        srv.wait_ready()
+        srv.wait_ready(timeout=120)  # a loaded shared machine can take more than 30 s to start
         [key] = srv.printed_keys
         with srv.client(key) as c:
             ready_database(c, DB)

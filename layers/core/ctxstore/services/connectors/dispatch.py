@@ -34,6 +34,7 @@ from ctxstore.domain.ingest_request import (
 from ctxstore.parsing.formats import classify
 from ctxstore.ports.connector_provider import SyncedObject
 from ctxstore.services.connectors.store import ConnectorStore
+from ctxstore.services.connectors.views import is_active
 from ctxstore.services.ingest import IngestService
 from ctxstore.services.principal import Principal
 from ctxstore.services.sources import SourceService
@@ -259,13 +260,36 @@ class Dispatcher:
             accepted.append((s, "" if ok else str(r.get("error") or "not accepted by ingestion")))
         return accepted
 
+    def _held_elsewhere(self, t: Target, others: list[str], native_id: str, database: str, collection: str) -> bool:
+        """Whether another active resource of the connector still holds the same item (a mail in two labels)."""
+        for resource_id in others:
+            rec = self._store.object(t.org, t.connector_id, resource_id, native_id)
+            if rec is not None and (rec.data.get("database"), rec.data.get("collection")) == (database, collection):
+                return True
+        return False
+
     def delete(self, t: Target, native_ids: Iterable[str]) -> int:
-        """Delete the items of objects gone at the provider (the DELETE /context path) and forget them."""
+        """Delete the items of objects gone at the provider (the DELETE /context path) and forget them.
+
+        An object one resource lets go of while another active resource of the same connector still holds it
+        (same item: the id derives from the native id) is only forgotten by this resource; the last one to
+        let go deletes the item."""
         deleted = 0
+        others: list[str] | None = None
         for native_id in native_ids:
             known = self._store.object(t.org, t.connector_id, t.resource_id, native_id)
             database = str(known.data["database"]) if known else t.database
             collection = str(known.data["collection"]) if known else t.collection
+            if others is None:
+                others = [
+                    r.sk
+                    for r in self._store.resources(t.org, t.connector_id)
+                    if r.sk != t.resource_id and is_active(r.data)
+                ]
+            if others and self._held_elsewhere(t, others, native_id, database, collection):
+                if known is not None:
+                    self._store.delete_object(t.org, t.connector_id, t.resource_id, native_id)
+                continue
             ids = [str(known.data["item_id"]) if known else t.item_id(native_id)]
             if known is not None:
                 ids.extend(str(a) for a in known.data.get("attachments") or [])

@@ -389,11 +389,15 @@ class ConnectorService:
                 raise invalid(f"credentials: {exc}") from None
             ctx = ProviderContext(credentials=merged, auth_type=auth_type, **self._context_defaults(info.provider))
             account = self._call(provider, lambda: provider.account(ctx))
-            expected = (c.get("account") or {}).get("account_scope")
-            if expected and account.account_scope != expected:
+            # The account is its scope; a provider without one (Gmail: the scope stays empty) by its name.
+            stored = c.get("account") or {}
+            expected, got = stored.get("account_scope"), account.account_scope
+            if not expected:
+                expected, got = stored.get("account_name"), account.account_name
+            if expected and got != expected:
                 raise ApiError(
                     ErrorCode.INVALID_INPUT,
-                    f"these credentials belong to {info.provider} account '{account.account_scope}', not"
+                    f"these credentials belong to {info.provider} account '{got}', not"
                     f" '{expected}'; create another connector for another account",
                 )
             try:
