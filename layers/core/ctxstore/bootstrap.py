@@ -50,11 +50,12 @@ def connector_urls(settings: Settings) -> dict[str, tuple[str, str]]:
     }
 
 
-def _add_connectors(c: Container) -> None:
+def _add_connectors(c: Container, settings: Settings) -> None:
     """Provider implementations on their official SDKs (ctxstore.connectors), shared by both backends."""
     from ctxstore.connectors.registry import build_providers
 
-    c.connector_providers = build_providers()
+    enabled = {p.strip() for p in settings.connector_providers.split(",") if p.strip()}
+    c.connector_providers = build_providers(enabled or None)
 
 
 def build_local(settings: Settings) -> Container:
@@ -79,7 +80,7 @@ def build_local(settings: Settings) -> Container:
         vault=AesGcmVault(data / "connector_credentials.key"),
     )
     c.closers.append(db.close)
-    _add_connectors(c)
+    _add_connectors(c, settings)
     _add_webhook_sender(c)
     _add_local_search(c, settings)
     _add_local_graph(c, settings)
@@ -206,7 +207,7 @@ def build_aws(settings: Settings) -> Container:
 
         c.queue = SqsRoutedWorkQueue(c.queue, {WEBHOOK_QUEUE: settings.webhook_queue_url})
     _add_webhook_sender(c)  # httpx only: webhook deliveries run in the job worker on AWS too
-    _add_connectors(c)
+    _add_connectors(c, settings)
     if settings.connector_kms_key_id:
         from ctxstore.adapters.aws.kms_vault import KmsVault
 

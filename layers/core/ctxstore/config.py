@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     # CTXSTORE_CONNECTOR_RECONCILE_INTERVAL_S: >= 0 replaces every provider's reconcile cadence (least time
     # between two deletion reconciles of one resource; 0 = every cycle); -1 keeps each provider's own.
     connector_reconcile_interval_s: int = -1
+    # CTXSTORE_CONNECTOR_PROVIDERS: comma-separated provider ids this server runs (empty = all five); the
+    # others stay in the catalogue with `supported: false` and are refused on create.
+    connector_providers: str = ""
     connector_kms_key_id: str = ""  # CTXSTORE_CONNECTOR_KMS_KEY_ID (AWS): KMS key sealing connector credentials
     byog_max_rows: int = 10000  # CTXSTORE_BYOG_MAX_ROWS: BYOG result-set cap
     byog_cluster_name: str = "local"

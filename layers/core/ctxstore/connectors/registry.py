@@ -5,7 +5,8 @@ from __future__ import annotations
 from ctxstore.ports.connector_provider import ConnectorProvider
 
 
-def build_providers() -> dict[str, ConnectorProvider]:
+def build_providers(enabled: set[str] | None = None) -> dict[str, ConnectorProvider]:
+    """Every provider, or those named in ``enabled`` (an unknown name is a configuration error)."""
     # github and gmail import their SDKs only when a call is made, so registering them costs nothing at start-up.
     from ctxstore.connectors import github, gmail, linear, notion, slack
 
@@ -16,4 +17,8 @@ def build_providers() -> dict[str, ConnectorProvider]:
         notion.build_provider(),
         gmail.build_provider(),
     ]
-    return {p.info.provider: p for p in providers}
+    built = {p.info.provider: p for p in providers}
+    unknown = sorted((enabled or set()) - set(built))
+    if unknown:
+        raise ValueError(f"CTXSTORE_CONNECTOR_PROVIDERS names unknown providers: {', '.join(unknown)}")
+    return {name: p for name, p in built.items() if enabled is None or name in enabled}
