@@ -36,8 +36,10 @@ PAGE_CAP = 20  # the fake answers at most 20 nodes a page: every first sync here
 
 
 def linear_env(fake: FakeLinear, **extra: str) -> dict[str, str]:
+    # Linear's reconcile runs every 6 h; here every cycle, so a hard deletion shows on the next one.
+    settings = {"CTXSTORE_CONNECTOR_RECONCILE_INTERVAL_S": "0", **extra}
     return fast_scheduler_env(
-        CTXSTORE_CONNECTOR_BASE_URL_LINEAR=fake.base_url, CTXSTORE_CONNECTOR_TOKEN_URL_LINEAR=fake.token_url, **extra
+        CTXSTORE_CONNECTOR_BASE_URL_LINEAR=fake.base_url, CTXSTORE_CONNECTOR_TOKEN_URL_LINEAR=fake.token_url, **settings
     )
 
 

@@ -74,6 +74,9 @@ INFO = ProviderInfo(
     # Deletions arrive through history (messagesDeleted, labelsRemoved); a listing is needed only after a
     # history gap forced a resync, and then over every object the resource holds (gmail_sync.reconcile).
     reconcile_window_s=None,
+    # Asked every cycle: `reconcile` answers None (no call) unless a resync after a gap asked for a listing,
+    # which should run on the next cycle, not hours later.
+    reconcile_interval_s=0,
 )
 
 

@@ -76,6 +76,9 @@ INFO = ProviderInfo(
     min_sync_interval_s=300,
     max_sync_interval_s=604800,
     setup_guide=SETUP_GUIDE,
+    # Every cycle: a trashed or unshared page leaves search without an edit the incremental pass could see,
+    # so the listing (about one search call per 100 pages) is the only way deletions show up.
+    reconcile_interval_s=0,
 )
 
 
