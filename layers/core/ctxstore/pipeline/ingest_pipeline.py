@@ -211,7 +211,8 @@ class IngestPipeline:
             return Parsed("\n\n".join(exchanges), pair_turns(body["pairs"], body.get("user_name")))
         text = str(body.get("text") or "")
         title = str(record.get("title") or "")
-        return Parsed(f"# {title}\n\n{text}" if title and record["source_type"] == "app" else text)
+        heading = title and record["source_type"] == "app" and not _opens_with(text, title)
+        return Parsed(f"# {title}\n\n{text}" if heading else text)
 
     def chunk(self, ref: ItemRef, record: dict[str, Any], parsed: Parsed) -> list[Chunk]:
         scope = ref.pk
@@ -331,3 +332,10 @@ def _with_metadata(doc: ChunkDoc, metadata: dict[str, Any], additional: dict[str
     if "inferred_available" in doc.additional_metadata:
         amd.setdefault("inferred_available", doc.additional_metadata["inferred_available"])
     return replace(doc, metadata=dict(metadata), additional_metadata=amd)
+
+
+def _opens_with(text: str, title: str) -> bool:
+    """Whether the text's first line already is the title (a connector's page that starts with its own
+    heading): a second copy would dilute a short item's embedding."""
+    first = text.lstrip().split("\n", 1)[0]
+    return first.lstrip("#").strip() == title.strip()
