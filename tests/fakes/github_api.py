@@ -32,11 +32,10 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from tests.fakes.loopback import LoopbackFake
+from tests.fakes.loopback import LoopbackFake, RestHandler
 
 START_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 HTML_BASE = "https://github.com"
@@ -437,25 +436,15 @@ class FakeGitHub(LoopbackFake):
         return match.group(1), token
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(RestHandler):
     github: FakeGitHub
-    protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes: without TCP_NODELAY a kept-alive connection (httpx, githubkit)
     # waits ~40 ms per answer for the client's delayed ACK (Nagle), which would dominate every timing.
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the recorded requests instead
-        pass
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
     # ---- plumbing ---------------------------------------------------------------------------------
 
-    def _handle(self, method: str) -> None:
+    def _serve(self, method: str) -> None:
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         length = int(self.headers.get("content-length") or 0)

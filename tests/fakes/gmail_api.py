@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes.loopback import CallLog, JsonHandler, LoopbackFake, OAuthClients
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
 
 GMAIL_SCOPES = frozenset(
     {
@@ -621,7 +621,7 @@ class FakeGmail(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(JsonHandler):
+        class Handler(RestHandler):
             content_type = "application/json; charset=UTF-8"
 
             def _serve(self, verb: str) -> None:
@@ -647,12 +647,6 @@ class FakeGmail(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
                     else:
                         answer = fake._authorize(token) or fake._injected(method) or run()
                 self._answer(*answer)
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
 
         return Handler
 

@@ -74,6 +74,19 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
+class RestHandler(JsonHandler):
+    """A JSON handler that serves GET and POST through one `_serve(verb)`."""
+
+    def _serve(self, verb: str) -> None:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+
 class OAuthClients:
     """A token endpoint's books: OAuth clients and the single-use refresh tokens issued to them.
     Subclasses call `_oauth_books()` in their __init__ (after creating `self._lock`)."""

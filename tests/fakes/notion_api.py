@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.fakes.loopback import CallLog, JsonHandler, LoopbackFake, OAuthClients
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
 
 DAY = 86400.0
 USER = "6f1c4f7e-1111-4c3e-9d0a-00000000a11c"
@@ -837,7 +837,7 @@ class FakeNotion(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(JsonHandler):
+        class Handler(RestHandler):
             # Headers and body go out in two writes; on a kept-alive connection (httpx) Nagle's algorithm
             # and the client's delayed ACK would add ~40 ms to every answer.
             disable_nagle_algorithm = True
@@ -911,12 +911,6 @@ class FakeNotion(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
                     )
                     return
                 self._answer(status, answer, headers)
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
 
         return Handler
 

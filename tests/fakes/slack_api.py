@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.fakes.loopback import CallLog, JsonHandler, LoopbackFake, OAuthClients
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
 
 
 @dataclass
@@ -373,7 +373,7 @@ class FakeSlack(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(JsonHandler):
+        class Handler(RestHandler):
             def _params(self) -> dict[str, str]:
                 url = urlsplit(self.path)
                 params = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -392,7 +392,7 @@ class FakeSlack(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
                     params.update(parse_qsl(body.decode(), keep_blank_values=True))
                 return params
 
-            def _serve(self) -> None:
+            def _serve(self, verb: str) -> None:
                 path = urlsplit(self.path).path
                 method = path.rsplit("/", 1)[-1]
                 params = self._params()
@@ -419,12 +419,6 @@ class FakeSlack(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
                     self._answer(injected.status, {"ok": False, "error": injected.error}, headers)
                     return
                 self._answer(200, answer)
-
-            def do_POST(self) -> None:
-                self._serve()
-
-            def do_GET(self) -> None:
-                self._serve()
 
         return Handler
 
