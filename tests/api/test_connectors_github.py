@@ -29,7 +29,7 @@ from tests.support.connectors import (
     ConnectorCalls,
     connector,
     connector_env,
-    ready_database,
+    served_database,
     statuses,
     wait_cycles,
     wait_for,
@@ -53,15 +53,11 @@ class GitHubEnv(ConnectorCalls):
     def create(self, credentials: dict[str, Any], **body: Any) -> dict[str, Any]:
         self.secrets += [str(v) for k, v in credentials.items() if k in ("api_token", "access_token", "refresh_token")]
         self.secrets += [str(credentials["client_secret"])] if "client_secret" in credentials else []
-        payload = {"provider": "github", "database": DB, "credentials": credentials, **body}
-        r = self.call("POST", "/connectors", json=payload)
-        assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
+        return self.create_connector({"provider": "github", "database": DB, "credentials": credentials, **body})
 
     def resource(self, connector_id: str) -> dict[str, Any]:
-        [res] = self.call("GET", f"/connectors/{connector_id}/resources").json()["data"]["resources"]
-        return dict(res)
+        [res] = self.resources(connector_id).values()
+        return res
 
     def interval(self, connector_id: str, seconds: int) -> None:
         r = self.call("PATCH", f"/connectors/{connector_id}", json={"sync_interval_seconds": seconds})
@@ -72,12 +68,8 @@ class GitHubEnv(ConnectorCalls):
 def gh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitHubEnv]:
     with FakeGitHub() as fake:
         env = connector_env(None, fake, CTXSTORE_CONNECTOR_RECONCILE_INTERVAL_S=str(RECONCILE_S))
-        with ServerProcess(tmp_path_factory.mktemp("github") / "data", env=env) as srv:
-            srv.wait_ready()
-            [key] = srv.printed_keys
-            with srv.client(key) as c:
-                ready_database(c, DB)
-                yield GitHubEnv(srv, fake, c)
+        with served_database(tmp_path_factory.mktemp("github") / "data", env) as (srv, c):
+            yield GitHubEnv(srv, fake, c)
 
 
 def epoch(ts: str) -> float:
@@ -389,8 +381,4 @@ def test_oauth_rotation_then_bad_refresh_token_sets_needs_reauth(gh: GitHubEnv) 
 
 def test_credentials_never_in_an_answer_or_the_server_log(gh: GitHubEnv) -> None:
     assert len(gh.secrets) >= 8, "runs after the other tests of this module"
-    listed = gh.call("GET", "/connectors").text
-    for secret in gh.secrets:
-        assert secret not in listed
-        assert all(secret not in answer for answer in gh.answers), "an answer carried a credential"
-        assert not any(secret in line for line in gh.srv.lines), "the server log carried a credential"
+    gh.assert_no_credential_shown()

@@ -25,7 +25,7 @@ from tests.support.connectors import (
     DB,
     connector,
     fast_scheduler_env,
-    ready_database,
+    served_database,
     statuses,
     wait_cycles,
     wait_for,
@@ -76,12 +76,8 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     data_dir = tmp_path_factory.mktemp("gmail") / "data"
-    with FakeGmail() as fake, ServerProcess(data_dir, env=gmail_env(fake)) as srv:
-        srv.wait_ready(timeout=120)
-        [key] = srv.printed_keys
-        with srv.client(key) as c:
-            ready_database(c, DB)
-            yield Env(srv, fake, c, data_dir)
+    with FakeGmail() as fake, served_database(data_dir, gmail_env(fake), timeout=120) as (srv, c):
+        yield Env(srv, fake, c, data_dir)
 
 
 def configure(c: httpx.Client, cid: str, resources: list[dict[str, Any]]) -> dict[str, Any]:

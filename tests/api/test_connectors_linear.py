@@ -22,9 +22,11 @@ import pytest
 from tests.fakes.linear_api import FakeLinear, Seeded, seed_workspace
 from tests.support.connectors import (
     DB,
+    ConnectorCalls,
     connector,
     fast_scheduler_env,
     ready_database,
+    served_database,
     statuses,
     wait_cycles,
     wait_for,
@@ -44,36 +46,20 @@ def linear_env(fake: FakeLinear, **extra: str) -> dict[str, str]:
 
 
 @dataclass
-class LinearEnv:
+class LinearEnv(ConnectorCalls):
     srv: ServerProcess
     fake: FakeLinear
     c: httpx.Client
     secrets: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
 
-    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        r = self.c.request(method, path, **kw)
-        self.answers.append(r.text)
-        return r
-
     def create(self, scope: str, credentials: dict[str, Any], **body: Any) -> dict[str, Any]:
         self.secrets += [str(v) for k, v in credentials.items() if k != "expires_at"]
         payload = {"provider": "linear", "database": DB, "provider_account_scope": scope, "credentials": credentials}
-        r = self.call("POST", "/connectors", json={**payload, **body})
-        assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
+        return self.create_connector({**payload, **body})
 
-    def configure(self, connector_id: str, teams: list[str]) -> dict[str, Any]:
-        body = {"resources": [{"resource_id": t} for t in teams]}
-        r = self.call("POST", f"/connectors/{connector_id}/configure", json=body)
-        assert r.status_code == 200, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
-
-    def resources(self, connector_id: str) -> dict[str, dict[str, Any]]:
-        rows = self.call("GET", f"/connectors/{connector_id}/resources").json()["data"]["resources"]
-        return {r["resource_id"]: r for r in rows}
+    def configure_teams(self, connector_id: str, teams: list[str]) -> dict[str, Any]:
+        return self.configure(connector_id, [{"resource_id": t} for t in teams])
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +72,8 @@ def fake() -> Iterator[FakeLinear]:
 @pytest.fixture(scope="module")
 def env(fake: FakeLinear, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LinearEnv]:
     """One real `ctxstore serve` on the fake Linear API, shared by this module's tests."""
-    with ServerProcess(tmp_path_factory.mktemp("linear") / "data", env=linear_env(fake)) as srv:
-        srv.wait_ready(timeout=120)
-        [key] = srv.printed_keys
-        with srv.client(key) as c:
-            ready_database(c, DB)
-            yield LinearEnv(srv, fake, c)
+    with served_database(tmp_path_factory.mktemp("linear") / "data", linear_env(fake), timeout=120) as (srv, c):
+        yield LinearEnv(srv, fake, c)
 
 
 def item(scope: str, native_id: str) -> str:
@@ -141,7 +123,7 @@ def test_first_sync_searchable_and_the_subgraph_walks_sub_issues_relations_and_t
     assert s.private_team not in teams, "a private team the user is not a member of"
 
     env.fake.clear_calls()
-    out = env.configure(cid, [s.team])
+    out = env.configure_teams(cid, [s.team])
     assert out["configured"] == 1 and out["warnings"] == []
     data = wait_cycles(env.c, cid, 1)
     # ENG: 9 named issues + 13 of the 20 fillers, minus the archived and trashed one; 4 live comments.
@@ -197,7 +179,7 @@ def test_the_next_scheduled_cycle_applies_exactly_the_changes_and_deletions(env:
     env.secrets.append(s.key)
     scope, i, cm = "acme-inc", s.issues, s.comments
     cid = env.create(scope, {"access_token": s.key})["connector_id"]
-    env.configure(cid, [s.team])
+    env.configure_teams(cid, [s.team])
     first = wait_cycles(env.c, cid, 1)
     assert first["documents_dispatched"] == 7 + 4
     cursor = env.resources(cid)[s.team]["provider_cursor"]  # the first window's end
@@ -256,7 +238,7 @@ def test_an_access_token_expiring_mid_sync_is_refreshed_and_the_sync_finishes(en
     fake.before_graphql.append(expire_on_second_page)
     start = len(fake.graphql_calls())
     try:
-        env.configure(cid, [s.team])
+        env.configure_teams(cid, [s.team])
         data = wait_cycles(env.c, cid, 1)
     finally:
         fake.before_graphql.remove(expire_on_second_page)
@@ -276,7 +258,7 @@ def test_a_refused_refresh_sets_needs_reauth_and_patch_credentials_syncs_again(e
     s = seed_workspace(fake, key="lin_api_reauth_secret", filler=0)
     creds = oauth_pair(env, s)
     cid = env.create("acme-reauth", creds)["connector_id"]
-    env.configure(cid, [s.team])
+    env.configure_teams(cid, [s.team])
     synced = wait_cycles(env.c, cid, 1)
 
     fake.revoke_refresh_tokens()  # the user revoked the app's grant...
@@ -306,7 +288,7 @@ def test_an_api_key_connector_never_needs_reauth_a_revoked_key_blocks_it(env: Li
     s = seed_workspace(env.fake, key="lin_api_revoked_secret", filler=0)
     env.secrets.append(s.key)
     cid = env.create("acme-revoked", {"access_token": s.key})["connector_id"]
-    env.configure(cid, [s.team])
+    env.configure_teams(cid, [s.team])
     wait_cycles(env.c, cid, 1)
     env.fake.revoke(s.key)
     refreshes = len(env.fake.calls_of("refresh_token"))
@@ -319,11 +301,7 @@ def test_an_api_key_connector_never_needs_reauth_a_revoked_key_blocks_it(env: Li
 
 def test_credentials_never_in_an_answer_or_the_server_log(env: LinearEnv) -> None:
     assert len(env.secrets) >= 5, "runs after the other tests of this module"
-    listed = env.call("GET", "/connectors").text
-    for secret in env.secrets:
-        assert secret not in listed
-        assert all(secret not in answer for answer in env.answers), "an answer carried a credential"
-        assert not any(secret in line for line in env.srv.lines), "the server log carried a credential"
+    env.assert_no_credential_shown()
 
 
 def test_the_rotated_refresh_token_survives_a_kill_9(tmp_path: Path) -> None:

@@ -20,7 +20,16 @@ import httpx
 import pytest
 
 from tests.fakes.notion_api import DAY, FakeNotion, Wiki, para, seed_wiki
-from tests.support.connectors import connector, ready_database, statuses, wait_cycles, wait_for, wait_indexed
+from tests.support.connectors import (
+    ConnectorCalls,
+    connector,
+    ready_database,
+    served_database,
+    statuses,
+    wait_cycles,
+    wait_for,
+    wait_indexed,
+)
 from tests.support.server import ServerProcess
 
 DB = "wiki"
@@ -33,7 +42,7 @@ def item(scope: str, native_id: str) -> str:
 
 
 @dataclass
-class NotionEnv:
+class NotionEnv(ConnectorCalls):
     srv: ServerProcess
     fake: FakeNotion
     wiki: Wiki
@@ -41,27 +50,10 @@ class NotionEnv:
     secrets: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
 
-    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        r = self.c.request(method, path, **kw)
-        self.answers.append(r.text)
-        return r
-
     def create(self, scope: str, credentials: dict[str, Any], **body: Any) -> str:
         self.secrets += [v for k, v in credentials.items() if k != "expires_at" and k != "client_id"]
         payload = {"provider": "notion", "database": DB, "provider_account_scope": scope, "credentials": credentials}
-        r = self.call("POST", "/connectors", json={**payload, **body})
-        assert r.status_code == 201, r.text
-        return str(r.json()["data"]["connector_id"])
-
-    def configure(self, cid: str, resources: list[dict[str, Any]]) -> dict[str, Any]:
-        r = self.call("POST", f"/connectors/{cid}/configure", json={"resources": resources})
-        assert r.status_code == 200, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
-
-    def resources(self, cid: str) -> dict[str, dict[str, Any]]:
-        rows = self.call("GET", f"/connectors/{cid}/resources").json()["data"]["resources"]
-        return {r["resource_id"]: r for r in rows}
+        return str(self.create_connector({**payload, **body})["connector_id"])
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +63,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotionEnv]:
         fake.add_oauth_client(CLIENT, CLIENT_SECRET)
         wiki = seed_wiki(fake)
         data = tmp_path_factory.mktemp("notion") / "data"
-        with ServerProcess(data, env=fake.server_env()) as srv:
-            srv.wait_ready(timeout=120)
-            [key] = srv.printed_keys
-            with srv.client(key) as c:
-                ready_database(c, DB)
-                yield NotionEnv(srv, fake, wiki, c, secrets=[TOKEN, CLIENT_SECRET])
+        with served_database(data, fake.server_env(), database=DB, timeout=120) as (srv, c):
+            yield NotionEnv(srv, fake, wiki, c, secrets=[TOKEN, CLIENT_SECRET])
 
 
 def oauth_credentials(fake: FakeNotion, name: str, *, expires_in: float = 3600) -> dict[str, Any]:
@@ -259,11 +247,7 @@ def test_a_revoked_integration_secret_blocks_the_connector_and_never_sets_needs_
 
 def test_credentials_never_in_an_answer_or_the_server_log(env: NotionEnv) -> None:
     assert len(env.secrets) > 4, "runs after the other tests of this module"
-    listed = env.call("GET", "/connectors").text
-    for secret in env.secrets:
-        assert secret not in listed
-        assert all(secret not in answer for answer in env.answers), "an answer carried a credential"
-        assert not any(secret in line for line in env.srv.lines), "the server log carried a credential"
+    env.assert_no_credential_shown()
 
 
 def test_a_rotated_refresh_token_survives_kill_9(tmp_path: Path) -> None:

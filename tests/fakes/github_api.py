@@ -32,9 +32,10 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from tests.fakes.loopback import LoopbackFake, RestHandler
 
 START_EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 HTML_BASE = "https://github.com"
@@ -143,8 +144,10 @@ class _RateBudget:
     reset: int = 0
 
 
-class FakeGitHub:
-    """The fake API and its data. ``start()`` binds 127.0.0.1 on a free port; ``base_url`` ends with '/'."""
+class FakeGitHub(LoopbackFake):
+    """The fake API and its data, on 127.0.0.1 at a free port; ``base_url`` ends with '/'."""
+
+    thread_name = "fake-github"
 
     def __init__(self, *, now: int = START_EPOCH) -> None:
         self.now = now
@@ -160,41 +163,14 @@ class FakeGitHub:
         self.before_request: list[Callable[[str, str, dict[str, str]], None]] = []
         self._budgets: dict[str, _RateBudget] = {}
         self._next_id = 1000
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # ---- server -----------------------------------------------------------------------------------
-
-    def start(self) -> FakeGitHub:
         fake = self
 
         class Handler(_Handler):
             github = fake
 
-        self._server = _QuietServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="fake-github", daemon=True
-        )
-        self._thread.start()
-        return self
+        self._listen(Handler)
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGitHub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "start() the fake first"
-        return int(self._server.server_address[1])
+    # ---- server -----------------------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
@@ -460,30 +436,15 @@ class FakeGitHub:
         return match.group(1), token
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that timed out on a stalled answer closes its end: not worth a traceback
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(RestHandler):
     github: FakeGitHub
-    protocol_version = "HTTP/1.1"
     # Headers and body go out in two writes: without TCP_NODELAY a kept-alive connection (httpx, githubkit)
     # waits ~40 ms per answer for the client's delayed ACK (Nagle), which would dominate every timing.
     disable_nagle_algorithm = True
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read the recorded requests instead
-        pass
-
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
     # ---- plumbing ---------------------------------------------------------------------------------
 
-    def _handle(self, method: str) -> None:
+    def _serve(self, method: str) -> None:
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         length = int(self.headers.get("content-length") or 0)

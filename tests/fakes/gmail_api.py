@@ -29,7 +29,6 @@ import base64
 import csv
 import email.policy
 import io
-import json
 import threading
 import time
 import zipfile
@@ -42,7 +41,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tests.fakes.loopback import LoopbackFake, OAuthClients
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
 
 GMAIL_SCOPES = frozenset(
     {
@@ -211,7 +210,7 @@ def compose(
     return m
 
 
-class FakeGmail(LoopbackFake, OAuthClients):
+class FakeGmail(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
     refresh_token_format = "1//refresh-{n}-secret"
     thread_name = "fake-gmail"
 
@@ -226,13 +225,12 @@ class FakeGmail(LoopbackFake, OAuthClients):
         self.rotate_refresh_tokens = False  # answer a new refresh token on every refresh (the old dies)
         self.access_token_lifetime_s = 3599
         self.mail_disabled = False
-        self.calls: list[Call] = []
-        self.failures: dict[str, list[_Failure]] = {}
         self.max_results_cap = 500  # lower it to force small pages
         self.delay_s = 0.0  # added to every answer (a slow provider)
         self._lock = threading.RLock()
         self._next_id = 0x18C0000000000000
         self._oauth_books()
+        self._call_log()
         self._listen(self._handler())
 
     # ---- lifecycle -----------------------------------------------------------------------------------
@@ -338,16 +336,7 @@ class FakeGmail(LoopbackFake, OAuthClients):
         times: int = 1,
     ) -> None:
         """The next `times` calls of `method` (e.g. "messages.list", "token") answer this error."""
-        with self._lock:
-            self.failures.setdefault(method, []).append(_Failure(status, reason, message, retry_after, times))
-
-    def calls_of(self, method: str) -> list[Call]:
-        with self._lock:
-            return [c for c in self.calls if c.method == method]
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self.calls.clear()
+        self._inject(method, _Failure(status, reason, message, retry_after, times))
 
     # ---- rendering -------------------------------------------------------------------------------------
     def _part(self, m: Message, part: Any, part_id: str, attachments: dict[str, bytes]) -> dict[str, Any]:
@@ -455,13 +444,9 @@ class FakeGmail(LoopbackFake, OAuthClients):
         return None
 
     def _injected(self, method: str) -> tuple[int, dict[str, Any], dict[str, str]] | None:
-        queue = self.failures.get(method) or []
-        if not queue:
+        f = self._take_failure(method)
+        if f is None:
             return None
-        f = queue[0]
-        f.times -= 1
-        if f.times <= 0:
-            queue.pop(0)
         status, body, headers = self._error(f.status, f.reason, f.message)
         if f.retry_after is not None:
             headers["Retry-After"] = str(int(f.retry_after))
@@ -636,21 +621,8 @@ class FakeGmail(LoopbackFake, OAuthClients):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
+        class Handler(RestHandler):
+            content_type = "application/json; charset=UTF-8"
 
             def _serve(self, verb: str) -> None:
                 split = urlsplit(self.path)
@@ -675,12 +647,6 @@ class FakeGmail(LoopbackFake, OAuthClients):
                     else:
                         answer = fake._authorize(token) or fake._injected(method) or run()
                 self._answer(*answer)
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
 
         return Handler
 

@@ -39,11 +39,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from graphql import GraphQLError, GraphQLObjectType, GraphQLResolveInfo, build_schema, graphql_sync
+
+from tests.fakes.loopback import JsonHandler, LoopbackFake
 
 MAX_FIRST = 250
 
@@ -282,9 +284,11 @@ class _Fault:
 # ---- the fake -------------------------------------------------------------------------------------------
 
 
-class FakeLinear:
-    """The fake API and its data. ``start()`` binds 127.0.0.1 on a free port; ``base_url`` is the GraphQL
-    endpoint (``CTXSTORE_CONNECTOR_BASE_URL_LINEAR``), ``token_url`` the OAuth endpoint (``..._TOKEN_URL_...``)."""
+class FakeLinear(LoopbackFake):
+    """The fake API and its data, on 127.0.0.1 at a free port; ``base_url`` is the GraphQL endpoint
+    (``CTXSTORE_CONNECTOR_BASE_URL_LINEAR``), ``token_url`` the OAuth endpoint (``..._TOKEN_URL_...``)."""
+
+    thread_name = "fake-linear"
 
     def __init__(self, *, org_name: str = "Acme Corp", url_key: str = "acme") -> None:
         self.lock = threading.RLock()
@@ -317,31 +321,12 @@ class FakeLinear:
             if isinstance(gtype, GraphQLObjectType) and not gtype.name.startswith("__"):
                 for gfield in gtype.fields.values():
                     gfield.resolve = _resolve
-        self._server: ThreadingHTTPServer | None = None
+        self._listen(_handler(self))
 
     # ---- server ---------------------------------------------------------------------------------------
-    def start(self) -> FakeLinear:
-        self._server = _QuietServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-linear", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeLinear:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "start() the fake first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/graphql"
+        return f"http://127.0.0.1:{self.port}/graphql"
 
     @property
     def token_url(self) -> str:
@@ -1012,28 +997,8 @@ class _CommentView:
 # ---- HTTP -----------------------------------------------------------------------------------------------
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away mid-answer (a killed server, a timeout) is expected here
-
-
 def _handler(fake: FakeLinear) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            raw = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(raw)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(raw)
-
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             path = urlsplit(self.path).path
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))

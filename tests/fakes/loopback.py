@@ -1,12 +1,15 @@
 """What every loopback fake of a provider API shares: a threaded HTTP server on a free port, started and
-stopped in a daemon thread, usable as a context manager."""
+stopped in a daemon thread, usable as a context manager; a JSON-answering handler base; the token endpoint's
+books; the call log with its injected failures."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -39,7 +42,9 @@ class LoopbackFake:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread is not None:  # shutdown() waits for a serve loop: one never started would hang it
+            self._server.shutdown()
+            self._thread = None
         self._server.server_close()
 
     def __enter__(self) -> Self:
@@ -49,11 +54,44 @@ class LoopbackFake:
         self.stop()
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP/1.1 handler whose answers are JSON. Fakes subclass it inside a closure over the fake."""
+
+    protocol_version = "HTTP/1.1"
+    content_type = "application/json; charset=utf-8"
+
+    def log_message(self, format: str, *args: Any) -> None:  # tests read the fake's call log instead
+        return
+
+    def _answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", self.content_type)
+        self.send_header("Content-Length", str(len(raw)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+class RestHandler(JsonHandler):
+    """A JSON handler that serves GET and POST through one `_serve(verb)`."""
+
+    def _serve(self, verb: str) -> None:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+
 class OAuthClients:
     """A token endpoint's books: OAuth clients and the single-use refresh tokens issued to them.
     Subclasses call `_oauth_books()` in their __init__ (after creating `self._lock`)."""
 
-    refresh_token_format = "refresh-{n}"
+    refresh_token_format = "refresh-{n}"  # {n}: the issue counter; {rand}: 8 random hex digits
     _lock: threading.RLock
 
     def _oauth_books(self) -> None:
@@ -68,10 +106,52 @@ class OAuthClients:
     def issue_refresh_token(self, client_id: str) -> str:
         with self._lock:
             self._issued += 1
-            value = self.refresh_token_format.format(n=self._issued)
+            value = self.refresh_token_format.format(n=self._issued, rand=uuid.uuid4().hex[:8])
             self.refresh_tokens[value] = client_id
             return value
 
     def revoke_refresh_tokens(self) -> None:
         with self._lock:
             self.refresh_tokens.clear()
+
+
+class _Expiring(Protocol):
+    times: int  # how many more calls the failure answers
+
+
+CallT = TypeVar("CallT")
+FailureT = TypeVar("FailureT", bound=_Expiring)
+
+
+class CallLog(Generic[CallT, FailureT]):
+    """The calls a fake answered, and failures injected per call name (each answers `times` calls, then goes).
+    Subclasses name the Call field `calls_of` matches and call `_call_log()` in their __init__."""
+
+    call_name_field: ClassVar[str] = "method"
+    _lock: threading.RLock
+
+    def _call_log(self) -> None:
+        self.calls: list[CallT] = []
+        self.failures: dict[str, list[FailureT]] = {}
+
+    def _inject(self, name: str, failure: FailureT) -> None:
+        with self._lock:
+            self.failures.setdefault(name, []).append(failure)
+
+    def _take_failure(self, name: str) -> FailureT | None:
+        queue = self.failures.get(name)
+        if not queue:
+            return None
+        failure = queue[0]
+        failure.times -= 1
+        if failure.times <= 0:
+            queue.pop(0)
+        return failure
+
+    def calls_of(self, name: str) -> list[CallT]:
+        with self._lock:
+            return [c for c in self.calls if getattr(c, self.call_name_field) == name]
+
+    def clear_calls(self) -> None:
+        with self._lock:
+            self.calls.clear()

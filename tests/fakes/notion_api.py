@@ -22,25 +22,19 @@ from __future__ import annotations
 import base64
 import json
 import re
-import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
+
 DAY = 86400.0
 USER = "6f1c4f7e-1111-4c3e-9d0a-00000000a11c"
-
-
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer (a killed server) is expected here, not an error to print."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 # ---- block and rich text builders (what tests seed pages with) ----------------------------------------------
@@ -264,7 +258,11 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
 
 
-class FakeNotion:
+class FakeNotion(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
+    refresh_token_format = "nrt_refresh_{n}_{rand}"
+    thread_name = "fake-notion"
+    call_name_field = "route"
+
     def __init__(
         self, *, workspace: str = "Acme Wiki", workspace_id: str = "5a0c0de0-0000-4000-8000-00000000a0ce"
     ) -> None:
@@ -276,22 +274,18 @@ class FakeNotion:
         self.databases: dict[str, str] = {}  # database id -> data source id
         self.shared: set[str] = set()
         self.tokens: dict[str, Token] = {}
-        self.clients: dict[str, str] = {}
-        self.refresh_tokens: dict[str, str] = {}  # single use: refresh token -> client id
         self.access_token_lifetime_s: float | None = 3600.0  # None: the token answer has no expires_in
-        self.calls: list[Call] = []
-        self.failures: dict[str, list[_Failure]] = {}
         self.page_size_cap = 100  # lower it to force paging of search, queries and block children
         self.delay_s = 0.0
-        self._issued = 0
         self._lock = threading.RLock()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._oauth_books()  # refresh tokens are single use
+        self._call_log()
+        self._listen(self._handler())
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def token_url(self) -> str:
@@ -306,22 +300,6 @@ class FakeNotion:
             CTXSTORE_CONNECTOR_TOKEN_URL_NOTION=self.token_url,
             **extra,
         )
-
-    def start(self) -> FakeNotion:
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-notion", daemon=True
-        ).start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeNotion:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # ---- credentials -------------------------------------------------------------------------------------
     def add_token(self, value: str, *, expires_in: float | None = None) -> str:
@@ -341,21 +319,6 @@ class FakeNotion:
         """The token answers `calls` more calls, then 401 unauthorized (it expired mid-sync)."""
         with self._lock:
             self.tokens[token].calls_left = calls
-
-    def add_oauth_client(self, client_id: str, secret: str) -> None:
-        with self._lock:
-            self.clients[client_id] = secret
-
-    def issue_refresh_token(self, client_id: str) -> str:
-        with self._lock:
-            self._issued += 1
-            rt = f"nrt_refresh_{self._issued}_{uuid.uuid4().hex[:8]}"
-            self.refresh_tokens[rt] = client_id
-            return rt
-
-    def revoke_refresh_tokens(self) -> None:
-        with self._lock:
-            self.refresh_tokens.clear()
 
     # ---- content -------------------------------------------------------------------------------------------
     def _add_blocks(self, specs: list[dict[str, Any]], parent: tuple[str, str], at: float) -> list[str]:
@@ -530,16 +493,7 @@ class FakeNotion:
         retry_after: float | None = 1,
         times: int = 1,
     ) -> None:
-        with self._lock:
-            self.failures.setdefault(route, []).append(_Failure(status, code, retry_after, times))
-
-    def calls_of(self, route: str) -> list[Call]:
-        with self._lock:
-            return [c for c in self.calls if c.route == route]
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self.calls.clear()
+        self._inject(route, _Failure(status, code, retry_after, times))
 
     # ---- access ------------------------------------------------------------------------------------------
     def _page_of_block(self, block_id: str) -> str | None:
@@ -858,16 +812,6 @@ class FakeNotion:
             answer["expires_in"] = int(lifetime)
         return answer
 
-    def _injected(self, route: str) -> _Failure | None:
-        queue = self.failures.get(route)
-        if not queue:
-            return None
-        f = queue[0]
-        f.times -= 1
-        if f.times <= 0:
-            queue.pop(0)
-        return f
-
     # ---- HTTP ------------------------------------------------------------------------------------------------------
     @staticmethod
     def route_of(method: str, path: str) -> tuple[str, str]:
@@ -893,24 +837,10 @@ class FakeNotion:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(RestHandler):
             # Headers and body go out in two writes; on a kept-alive connection (httpx) Nagle's algorithm
             # and the client's delayed ACK would add ~40 ms to every answer.
             disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def _answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
 
             def _serve(self, method: str) -> None:
                 url = urlsplit(self.path)
@@ -943,7 +873,7 @@ class FakeNotion:
                             basic,
                         )
                     )
-                    injected = fake._injected(route)
+                    injected = fake._take_failure(route)
                     status, answer, headers = 200, None, {}
                     if injected is None:
                         try:
@@ -981,12 +911,6 @@ class FakeNotion:
                     )
                     return
                 self._answer(status, answer, headers)
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
 
         return Handler
 

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.fakes.loopback import LoopbackFake, OAuthClients
+from tests.fakes.loopback import CallLog, LoopbackFake, OAuthClients, RestHandler
 
 
 @dataclass
@@ -115,7 +115,7 @@ def _offset(cursor: str | None) -> int:
         return -1
 
 
-class FakeSlack(LoopbackFake, OAuthClients):
+class FakeSlack(LoopbackFake, OAuthClients, CallLog[Call, _Failure]):
     refresh_token_format = "xoxe-1-refresh-{n}"
     thread_name = "fake-slack"
 
@@ -124,13 +124,12 @@ class FakeSlack(LoopbackFake, OAuthClients):
         self.channels: dict[str, Channel] = {}
         self.tokens: dict[str, Token] = {}
         self.access_token_lifetime_s = 43200
-        self.calls: list[Call] = []
-        self.failures: dict[str, list[_Failure]] = {}
         self.page_limit_cap = 1000  # lower it to force small pages
         self.delay_s = 0.0  # added to every answer (a slow provider: kill -9 tests, chunk timing)
         self._lock = threading.RLock()
         self._last_ts = 0.0
         self._oauth_books()
+        self._call_log()
         self._listen(self._handler())
 
     # ---- lifecycle -----------------------------------------------------------------------------------
@@ -205,17 +204,7 @@ class FakeSlack(LoopbackFake, OAuthClients):
         times: int = 1,
     ) -> None:
         """The next `times` calls of `method` answer `status` (429 carries Retry-After)."""
-        with self._lock:
-            self.failures.setdefault(method, []).append(_Failure(status, error, retry_after, times))
-
-    # ---- call log ----------------------------------------------------------------------------------------
-    def calls_of(self, method: str) -> list[Call]:
-        with self._lock:
-            return [c for c in self.calls if c.method == method]
-
-    def clear_calls(self) -> None:
-        with self._lock:
-            self.calls.clear()
+        self._inject(method, _Failure(status, error, retry_after, times))
 
     # ---- the API ----------------------------------------------------------------------------------------
     def _replies_of(self, ch: Channel, parent_ts: str) -> list[Message]:
@@ -380,26 +369,11 @@ class FakeSlack(LoopbackFake, OAuthClients):
             "team": {"id": self.team_id, "name": self.team},
         }
 
-    def _injected(self, method: str) -> _Failure | None:
-        queue = self.failures.get(method)
-        if not queue:
-            return None
-        f = queue[0]
-        f.times -= 1
-        if f.times <= 0:
-            queue.pop(0)
-        return f
-
     # ---- HTTP ----------------------------------------------------------------------------------------------
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
+        class Handler(RestHandler):
             def _params(self) -> dict[str, str]:
                 url = urlsplit(self.path)
                 params = dict(parse_qsl(url.query, keep_blank_values=True))
@@ -418,17 +392,7 @@ class FakeSlack(LoopbackFake, OAuthClients):
                     params.update(parse_qsl(body.decode(), keep_blank_values=True))
                 return params
 
-            def _answer(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _serve(self) -> None:
+            def _serve(self, verb: str) -> None:
                 path = urlsplit(self.path).path
                 method = path.rsplit("/", 1)[-1]
                 params = self._params()
@@ -443,7 +407,7 @@ class FakeSlack(LoopbackFake, OAuthClients):
                 token = token or params.get("token")
                 with fake._lock:
                     fake.calls.append(Call(method, dict(params), token, time.time()))
-                    injected = fake._injected(method)
+                    injected = fake._take_failure(method)
                     if injected is None:
                         answer = fake.api(method, params, token, basic)
                 if fake.delay_s:
@@ -455,12 +419,6 @@ class FakeSlack(LoopbackFake, OAuthClients):
                     self._answer(injected.status, {"ok": False, "error": injected.error}, headers)
                     return
                 self._answer(200, answer)
-
-            def do_POST(self) -> None:
-                self._serve()
-
-            def do_GET(self) -> None:
-                self._serve()
 
         return Handler
 

@@ -1,9 +1,10 @@
-"""Helpers for connector tests against a real `ctxstore serve` pointed at the fake Slack and GitHub APIs."""
+"""Helpers for connector tests against a real `ctxstore serve` pointed at the fake provider APIs."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,16 +111,50 @@ def wait_indexed(c: httpx.Client, database: str, ids: list[str], *, timeout: flo
     )
 
 
-class ConnectorCalls:
-    """Requests to a server's connector routes; every answer is kept (tests grep them for credentials)."""
+@contextmanager
+def served_database(
+    data_dir: Path, env: dict[str, str], *, database: str = DB, timeout: float = 90
+) -> Iterator[tuple[ServerProcess, httpx.Client]]:
+    """A `ctxstore serve` on `data_dir` with `env`, and a client with its printed key; `database` ready."""
+    with ServerProcess(data_dir, env=env) as srv:
+        srv.wait_ready(timeout=timeout)
+        [key] = srv.printed_keys
+        with srv.client(key) as c:
+            ready_database(c, database)
+            yield srv, c
 
+
+class ConnectorCalls:
+    """Requests to a server's connector routes; every answer is kept (tests grep them for credentials), as is
+    every credential the test handed over (`secrets`)."""
+
+    srv: ServerProcess
     c: httpx.Client
     answers: list[str]
+    secrets: list[str]
 
     def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
         r = self.c.request(method, path, **kw)
         self.answers.append(r.text)
         return r
+
+    def create_connector(self, payload: dict[str, Any]) -> dict[str, Any]:
+        r = self.call("POST", "/connectors", json=payload)
+        assert r.status_code == 201, r.text
+        data: dict[str, Any] = r.json()["data"]
+        return data
+
+    def resources(self, connector_id: str) -> dict[str, dict[str, Any]]:
+        rows = self.call("GET", f"/connectors/{connector_id}/resources").json()["data"]["resources"]
+        return {r["resource_id"]: r for r in rows}
+
+    def assert_no_credential_shown(self) -> None:
+        """No secret handed over is in the connector listing, any answer kept, or the server's log."""
+        listed = self.call("GET", "/connectors").text
+        for secret in self.secrets:
+            assert secret not in listed
+            assert all(secret not in answer for answer in self.answers), "an answer carried a credential"
+            assert not any(secret in line for line in self.srv.lines), "the server log carried a credential"
 
     def configure(self, connector_id: str, resources: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
         r = self.call("POST", f"/connectors/{connector_id}/configure", json={"resources": resources, **body})
@@ -147,21 +182,20 @@ class Env(ConnectorCalls):
             "credentials": {"access_token": token},
             **body,
         }
-        r = self.call("POST", "/connectors", json=payload)
-        assert r.status_code == 201, r.text
-        data: dict[str, Any] = r.json()["data"]
-        return data
+        return self.create_connector(payload)
 
 
 def running_server(data_dir: Path) -> Iterator[Env]:
     """A `ctxstore serve` on the fake Slack and GitHub APIs with database `acme` ready (a session fixture in
     tests/api)."""
-    with FakeSlack() as slack, FakeGitHub() as github, ServerProcess(data_dir, env=connector_env(slack, github)) as srv:
-        srv.wait_ready(timeout=120)  # a loaded shared machine can take more than 30 s to start
+    # A loaded shared machine can take more than 30 s to start.
+    with (
+        FakeSlack() as slack,
+        FakeGitHub() as github,
+        served_database(data_dir, connector_env(slack, github), timeout=120) as (srv, c),
+    ):
         [key] = srv.printed_keys
-        with srv.client(key) as c:
-            ready_database(c, DB)
-            yield Env(srv, slack, github, c, key)
+        yield Env(srv, slack, github, c, key)
 
 
 def item(channel: str, ts: str, scope: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from ctxstore.ports.connector_provider import (
     TransientProviderError,
 )
 from tests.fakes.github_api import FakeGitHub, seed_large_repo, seed_small_repo
+from tests.support.provider_context import ContextRecorder
 
 DAY = 86400
 REPO = "acme/widgets"
@@ -46,37 +46,10 @@ def provider() -> ConnectorProvider:
     return build_provider()
 
 
-@dataclass
-class Harness:
-    """A ProviderContext whose clock is the fake's and whose sleep advances it (a wait lets a reset arrive)."""
-
-    fake: FakeGitHub
-    sleeps: list[float] = field(default_factory=list)
-    saved: list[dict[str, Any]] = field(default_factory=list)  # what the provider persisted itself (nothing)
-
-    def ctx(self, credentials: dict[str, Any], auth_type: str = "api_token", **kw: Any) -> ProviderContext:
-        def sleep(seconds: float) -> None:
-            self.sleeps.append(seconds)
-            self.fake.advance(seconds)
-
-        def save(creds: dict[str, Any]) -> None:
-            self.saved.append(dict(creds))
-
-        return ProviderContext(
-            credentials=credentials,
-            auth_type=auth_type,
-            base_url=self.fake.base_url,
-            token_url=self.fake.token_url,
-            save_credentials=save,
-            sleep=sleep,
-            now=self.fake.clock,
-            **kw,
-        )
-
-
 @pytest.fixture
-def harness(fake: FakeGitHub) -> Harness:
-    return Harness(fake)
+def harness(fake: FakeGitHub) -> ContextRecorder:
+    """The fake's clock; a wait advances it (so a reset arrives). `saved`: what the provider persisted itself."""
+    return ContextRecorder(fake.base_url, fake.token_url, now=fake.clock, on_sleep=fake.advance)
 
 
 def request(checkpoint: dict[str, Any] | None, start: float, repo: str = REPO, **kw: Any) -> SyncRequest:
@@ -99,7 +72,7 @@ def last_state(events: list[SyncEvent]) -> dict[str, Any]:
 # ---- account and discovery ---------------------------------------------------------------------
 
 
-def test_account_names_the_token_user(fake: FakeGitHub, harness: Harness, provider: ConnectorProvider) -> None:
+def test_account_names_the_token_user(fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider) -> None:
     fake.add_token("ghp_x", "octocat")
     account = provider.account(harness.ctx({"api_token": "ghp_x"}))
     assert account.account_scope == "octocat"
@@ -107,7 +80,7 @@ def test_account_names_the_token_user(fake: FakeGitHub, harness: Harness, provid
 
 
 def test_discover_lists_every_visible_repo_following_link_pages(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.add_token("ghp_x", "octocat")
     for n in range(105):
@@ -136,7 +109,7 @@ def test_discover_lists_every_visible_repo_following_link_pages(
 
 
 def test_first_sync_is_bounded_by_start_and_maps_the_graph(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ids = seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -176,7 +149,7 @@ def test_first_sync_is_bounded_by_start_and_maps_the_graph(
 
 
 def test_second_sync_is_incremental_with_overlap_and_conditional_requests(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ids = seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -226,7 +199,7 @@ def test_second_sync_is_incremental_with_overlap_and_conditional_requests(
 
 
 def test_new_only_skips_edits_of_synced_objects(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ids = seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -258,7 +231,7 @@ def _first_chunk(
 
 
 def test_resume_from_a_checkpoint_yields_every_object_exactly_once(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_large_repo(fake, "bench/mid", issues=250, comments_per_issue=1, owner_token="ghp_bench")
     ctx = harness.ctx({"api_token": "ghp_bench"})
@@ -283,7 +256,7 @@ def test_resume_from_a_checkpoint_yields_every_object_exactly_once(
 
 
 def test_a_page_of_items_updated_in_the_same_second_is_stepped_through(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.add_token("ghp_x", "acme")
     fake.add_repo(REPO)
@@ -300,7 +273,7 @@ def test_a_page_of_items_updated_in_the_same_second_is_stepped_through(
 
 
 def test_reconcile_lists_what_exists_so_deletions_show(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ids = seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -336,7 +309,7 @@ def test_reconcile_lists_what_exists_so_deletions_show(
 
 
 def test_reconcile_is_not_fooled_by_a_deletion_during_the_listing(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.add_token("ghp_x", "acme")
     fake.add_repo(REPO)
@@ -365,7 +338,7 @@ def test_reconcile_is_not_fooled_by_a_deletion_during_the_listing(
 
 
 def test_reconcile_lists_only_what_known_objects_need(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_large_repo(fake, "bench/mid", issues=300, comments_per_issue=1, span_days=30, owner_token="ghp_bench")
     ctx = harness.ctx({"api_token": "ghp_bench"})
@@ -384,7 +357,9 @@ def test_reconcile_lists_only_what_known_objects_need(
 # ---- errors ---------------------------------------------------------------------------------------
 
 
-def test_revoked_token_is_credentials_rejected(fake: FakeGitHub, harness: Harness, provider: ConnectorProvider) -> None:
+def test_revoked_token_is_credentials_rejected(
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
+) -> None:
     seed_small_repo(fake, REPO)
     fake.revoke_token("ghp_owner")
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -395,7 +370,7 @@ def test_revoked_token_is_credentials_rejected(fake: FakeGitHub, harness: Harnes
 
 
 def test_forbidden_repo_that_is_not_a_rate_limit_is_credentials_rejected(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     fake.deny_repo("ghp_owner", REPO)
@@ -404,7 +379,9 @@ def test_forbidden_repo_that_is_not_a_rate_limit_is_credentials_rejected(
     assert harness.sleeps == []  # not mistaken for a rate limit
 
 
-def test_missing_repo_is_resource_unavailable(fake: FakeGitHub, harness: Harness, provider: ConnectorProvider) -> None:
+def test_missing_repo_is_resource_unavailable(
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
+) -> None:
     seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
     with pytest.raises(ResourceUnavailable, match="404"):
@@ -414,7 +391,7 @@ def test_missing_repo_is_resource_unavailable(fake: FakeGitHub, harness: Harness
 
 
 def test_server_errors_retry_briefly_then_are_transient(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -427,7 +404,7 @@ def test_server_errors_retry_briefly_then_are_transient(
         list(provider.sync(ctx, request(None, 0)))
 
 
-def test_timeouts_are_transient(fake: FakeGitHub, harness: Harness, provider: ConnectorProvider) -> None:
+def test_timeouts_are_transient(fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider) -> None:
     seed_small_repo(fake, REPO)
     fake.stall_next(0.6, times=3)
     with pytest.raises(TransientProviderError, match="timed out"):
@@ -435,7 +412,7 @@ def test_timeouts_are_transient(fake: FakeGitHub, harness: Harness, provider: Co
 
 
 def test_secondary_rate_limit_is_waited_out_within_bound(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     fake.secondary_rate_limit(30)
@@ -445,7 +422,7 @@ def test_secondary_rate_limit_is_waited_out_within_bound(
 
 
 def test_secondary_rate_limit_without_headers_waits_a_minute(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     fake.secondary_rate_limit(None, status=403)  # only the message says it is a limit, not a permission
@@ -457,7 +434,7 @@ def test_secondary_rate_limit_without_headers_waits_a_minute(
 
 
 def test_primary_rate_limit_waits_for_the_reset_within_bound(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     fake.exhaust_rate_limit("ghp_owner", reset_in=20)
@@ -469,7 +446,7 @@ def test_primary_rate_limit_waits_for_the_reset_within_bound(
 
 
 def test_rate_limits_beyond_the_bound_are_rate_limited(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     fake.secondary_rate_limit(600)
@@ -501,7 +478,7 @@ def _oauth_setup(fake: FakeGitHub) -> dict[str, Any]:
 
 
 def test_oauth_refresh_rotates_the_refresh_token_and_stores_nothing(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
     ctx = harness.ctx(dict(creds), auth_type="oauth")
@@ -520,7 +497,7 @@ def test_oauth_refresh_rotates_the_refresh_token_and_stores_nothing(
 
 
 def test_an_expired_oauth_token_is_token_expired_and_a_refresh_resumes(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
     fake.advance(3600)  # past the access token's lifetime
@@ -535,7 +512,7 @@ def test_an_expired_oauth_token_is_token_expired_and_a_refresh_resumes(
 
 
 def test_oauth_rejected_client_is_credentials_rejected(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = {**_oauth_setup(fake), "client_secret": "wrong"}
     with pytest.raises(CredentialsRejected, match="incorrect_client_credentials"):
@@ -543,7 +520,7 @@ def test_oauth_rejected_client_is_credentials_rejected(
 
 
 def test_oauth_token_endpoint_outage_is_transient(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = _oauth_setup(fake)
     fake.fail_next(503, path_contains="/login/oauth")
@@ -590,7 +567,7 @@ def test_credential_schema_matches_validation(provider: ConnectorProvider) -> No
 
 
 def test_unreadable_items_are_per_object_failures(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     ctx = harness.ctx({"api_token": "ghp_owner"})
@@ -617,7 +594,7 @@ def test_cross_reference_forms() -> None:
 
 
 def test_an_unknown_checkpoint_restarts_from_start(
-    fake: FakeGitHub, harness: Harness, provider: ConnectorProvider
+    fake: FakeGitHub, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     seed_small_repo(fake, REPO)
     events = list(provider.sync(harness.ctx({"api_token": "ghp_owner"}), request({"v": 99}, fake.now - 5 * DAY)))

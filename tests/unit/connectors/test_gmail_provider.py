@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from ctxstore.ports.connector_provider import (
     TransientProviderError,
 )
 from tests.fakes.gmail_api import BOB, OWNER, FakeGmail, Mailbox, compose, seed_mailbox
+from tests.support.provider_context import ContextRecorder
 
 DAY = 86400.0
 TOKEN = "ya29.unit-secret"
@@ -52,27 +52,10 @@ def provider() -> ConnectorProvider:
     return build_provider()
 
 
-@dataclass
-class Harness:
-    fake: FakeGmail
-    sleeps: list[float] = field(default_factory=list)
-
-    def ctx(self, credentials: dict[str, Any] | None = None, **kw: Any) -> ProviderContext:
-        return ProviderContext(
-            credentials=credentials if credentials is not None else {"access_token": TOKEN},
-            auth_type="oauth",
-            base_url=self.fake.base_url,
-            token_url=self.fake.token_url,
-            sleep=self.sleeps.append,
-            now=time.time,
-            account=AccountInfo("", self.fake.email_address, {"account_email": self.fake.email_address}),
-            **kw,
-        )
-
-
 @pytest.fixture
-def harness(fake: FakeGmail) -> Harness:
-    return Harness(fake)
+def harness(fake: FakeGmail) -> ContextRecorder:
+    account = AccountInfo("", fake.email_address, {"account_email": fake.email_address})
+    return ContextRecorder(fake.base_url, fake.token_url, {"access_token": TOKEN}, auth_type="oauth", account=account)
 
 
 def request(checkpoint: dict[str, Any] | None, label: str = "INBOX", start: float | None = None) -> SyncRequest:
@@ -100,7 +83,7 @@ def last(events: list[SyncEvent]) -> Checkpoint:
 
 
 def test_account_is_the_mailbox_with_an_empty_scope(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     account = provider.account(harness.ctx())
     assert account.account_scope == "" and account.account_name == "owner@example.com"
@@ -110,7 +93,7 @@ def test_account_is_the_mailbox_with_an_empty_scope(
 
 
 def test_discover_lists_labels_system_first_and_pages_when_asked(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     page = provider.discover(harness.ctx())
     ids = [r.resource_id for r in page.resources]
@@ -125,7 +108,7 @@ def test_discover_lists_labels_system_first_and_pages_when_asked(
 
 
 def test_first_sync_is_bounded_by_the_lookback_and_maps_threads_bodies_and_attachments(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     start = time.time() - 30 * DAY
     events = run(provider, harness.ctx(), request(None, start=start))
@@ -164,7 +147,7 @@ def test_first_sync_is_bounded_by_the_lookback_and_maps_threads_bodies_and_attac
 
 
 def test_a_paged_first_sync_checkpoints_each_page_and_resumes_without_repeats(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.max_results_cap = 2
     events = run(provider, harness.ctx(), request(None))
@@ -180,7 +163,7 @@ def test_a_paged_first_sync_checkpoints_each_page_and_resumes_without_repeats(
 
 
 def test_later_syncs_read_history_only_and_apply_adds_deletions_and_label_changes(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     first = last(run(provider, harness.ctx(), request(None)))
     fake.clear_calls()
@@ -212,7 +195,7 @@ def test_later_syncs_read_history_only_and_apply_adds_deletions_and_label_change
 
 
 def test_a_message_labelled_later_joins_the_label_resource(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     first = last(run(provider, harness.ctx(), request(None, label=box.project_label)))
     fake.add_labels(box.html_only, box.project_label)
@@ -221,7 +204,7 @@ def test_a_message_labelled_later_joins_the_label_resource(
 
 
 def test_a_history_gap_resyncs_the_lookback_and_reconciles_once(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     first = last(run(provider, harness.ctx(), request(None)))
     fake.delete(box.alternative)
@@ -250,7 +233,7 @@ def test_a_history_gap_resyncs_the_lookback_and_reconciles_once(
 
 
 def test_an_expired_or_refused_token_is_token_expired(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.expire(TOKEN)
     with pytest.raises(TokenExpired):
@@ -263,7 +246,7 @@ def test_an_expired_or_refused_token_is_token_expired(
 
 
 def test_missing_scope_and_an_unprovisioned_mailbox_are_credentials_rejected(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     narrow = fake.add_token("ya29.narrow", scopes=frozenset({"openid"}))
     with pytest.raises(CredentialsRejected, match="insufficient authentication scopes"):
@@ -274,7 +257,7 @@ def test_missing_scope_and_an_unprovisioned_mailbox_are_credentials_rejected(
 
 
 def test_quota_errors_are_waited_within_bound_else_rate_limited(
-    fake: FakeGmail, box: Mailbox, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, box: Mailbox, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.fail("messages.list", status=429, retry_after=2)
     fake.fail("threads.get", status=403, reason="userRateLimitExceeded", message="User-rate limit exceeded")
@@ -292,7 +275,7 @@ def test_quota_errors_are_waited_within_bound_else_rate_limited(
 
 
 def test_server_errors_retry_briefly_then_are_transient_and_a_missing_label_is_per_resource(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.fail("labels.list", status=503, reason="backendError", times=2)
     assert provider.discover(harness.ctx()).resources
@@ -318,7 +301,7 @@ def oauth(fake: FakeGmail) -> dict[str, Any]:
 
 
 def test_refresh_returns_the_whole_set_with_the_rotated_refresh_token(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = oauth(fake)
     fake.rotate_refresh_tokens = True
@@ -335,7 +318,7 @@ def test_refresh_returns_the_whole_set_with_the_rotated_refresh_token(
 
 
 def test_a_refused_grant_is_refresh_rejected_a_bad_client_is_credentials_rejected(
-    fake: FakeGmail, harness: Harness, provider: ConnectorProvider
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = oauth(fake)
     fake.revoke_refresh_tokens()
@@ -345,7 +328,9 @@ def test_a_refused_grant_is_refresh_rejected_a_bad_client_is_credentials_rejecte
         provider.refresh(harness.ctx({**creds, "client_secret": "wrong"}))
 
 
-def test_a_token_endpoint_outage_is_transient(fake: FakeGmail, harness: Harness, provider: ConnectorProvider) -> None:
+def test_a_token_endpoint_outage_is_transient(
+    fake: FakeGmail, harness: ContextRecorder, provider: ConnectorProvider
+) -> None:
     creds = oauth(fake)
     fake.fail("token", status=503, reason="backendError", times=3)  # google-auth tries three times
     with pytest.raises(TransientProviderError):

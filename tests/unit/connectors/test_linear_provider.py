@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ from ctxstore.ports.connector_provider import (
     DeletedObject,
     KnownObject,
     ObjectFailure,
-    ProviderContext,
     RateLimited,
     RefreshRejected,
     ResourceUnavailable,
@@ -34,6 +32,7 @@ from ctxstore.ports.connector_provider import (
     TransientProviderError,
 )
 from tests.fakes.linear_api import SCHEMA_SDL, FakeLinear, Seeded, seed_workspace
+from tests.support.provider_context import ContextRecorder
 
 DAY = 86400.0
 
@@ -54,30 +53,10 @@ def provider() -> ConnectorProvider:
     return build_provider()
 
 
-@dataclass
-class Harness:
-    """A ProviderContext on the fake; sleeps are recorded, not slept (an injected limit is one-shot)."""
-
-    fake: FakeLinear
-    sleeps: list[float] = field(default_factory=list)
-    saved: list[dict[str, Any]] = field(default_factory=list)
-
-    def ctx(self, credentials: dict[str, Any], auth_type: str = "api_token", **kw: Any) -> ProviderContext:
-        return ProviderContext(
-            credentials=credentials,
-            auth_type=auth_type,
-            base_url=self.fake.base_url,
-            token_url=self.fake.token_url,
-            save_credentials=lambda creds: self.saved.append(dict(creds)),
-            sleep=self.sleeps.append,
-            now=time.time,
-            **kw,
-        )
-
-
 @pytest.fixture
-def harness(fake: FakeLinear) -> Harness:
-    return Harness(fake)
+def harness(fake: FakeLinear) -> ContextRecorder:
+    """Sleeps are recorded, not slept (an injected limit is one-shot)."""
+    return ContextRecorder(fake.base_url, fake.token_url)
 
 
 def request(team: str, checkpoint: dict[str, Any] | None, *, lookback_days: float = 30, **kw: Any) -> SyncRequest:
@@ -101,7 +80,7 @@ def last_state(events: list[SyncEvent]) -> dict[str, Any]:
 
 
 def test_account_is_the_workspace_and_a_personal_key_goes_bare(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     account = provider.account(harness.ctx({"access_token": seeded.key}))
     assert (account.account_scope, account.account_name) == ("acme", "Acme Corp")
@@ -115,7 +94,7 @@ def test_account_is_the_workspace_and_a_personal_key_goes_bare(
 
 
 def test_discover_lists_visible_teams_and_pages_with_the_end_cursor(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     page = provider.discover(ctx)
@@ -151,7 +130,7 @@ def test_every_query_document_is_valid_against_linears_schema() -> None:
 
 
 def test_first_sync_maps_issues_sub_issues_relations_and_comment_threads(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.page_cap = 10  # pagination across pages
     events = list(provider.sync(harness.ctx({"access_token": seeded.key}), request(seeded.team, None)))
@@ -207,7 +186,7 @@ def test_first_sync_maps_issues_sub_issues_relations_and_comment_threads(
 
 
 def test_first_sync_is_bounded_by_lookback(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     events = list(provider.sync(harness.ctx({"access_token": seeded.key}), request(seeded.team, None, lookback_days=2)))
     assert by_id(events) == {}, "everything seeded changed more than 2 days ago, except the deletions"
@@ -221,7 +200,7 @@ def test_first_sync_is_bounded_by_lookback(
 
 
 def test_next_sync_reads_only_the_window_since_the_last_one(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     first = list(provider.sync(ctx, request(seeded.team, None)))
@@ -248,7 +227,7 @@ def test_next_sync_reads_only_the_window_since_the_last_one(
 
 
 def test_a_restored_issue_comes_back_with_its_comments(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     state = last_state(list(provider.sync(ctx, request(seeded.team, None))))
@@ -263,7 +242,7 @@ def test_a_restored_issue_comes_back_with_its_comments(
 
 
 def test_resuming_a_checkpoint_mid_sync_yields_every_object_once(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.page_cap = 7
     ctx = harness.ctx({"access_token": seeded.key})
@@ -286,7 +265,7 @@ def test_resuming_a_checkpoint_mid_sync_yields_every_object_once(
 
 
 def test_an_edit_while_paging_is_read_by_the_next_cycle_not_skipped(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.page_cap = 10
     ctx = harness.ctx({"access_token": seeded.key})
@@ -310,7 +289,7 @@ def test_an_edit_while_paging_is_read_by_the_next_cycle_not_skipped(
 
 
 def test_reconcile_asks_for_the_known_ids_and_misses_only_what_is_gone(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     objects = by_id(list(provider.sync(ctx, request(seeded.team, None))))
@@ -333,7 +312,7 @@ def test_reconcile_asks_for_the_known_ids_and_misses_only_what_is_gone(
 
 
 def test_rate_limited_is_waited_out_from_the_reset_header(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.rate_limit_next(reset_in_s=3, operation="TeamIssues")
     events = list(provider.sync(harness.ctx({"access_token": seeded.key}), request(seeded.team, None)))
@@ -345,7 +324,7 @@ def test_rate_limited_is_waited_out_from_the_reset_header(
 
 
 def test_rate_limits_beyond_the_bound_are_rate_limited(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.rate_limit_next(reset_in_s=600, status=429)
     with pytest.raises(RateLimited) as info:
@@ -353,7 +332,9 @@ def test_rate_limits_beyond_the_bound_are_rate_limited(
     assert 590 <= info.value.retry_after_s <= 610 and harness.sleeps == []
 
 
-def test_credentials_errors(fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider) -> None:
+def test_credentials_errors(
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
+) -> None:
     fake.revoke(seeded.key)
     with pytest.raises(CredentialsRejected, match="Authentication required"):
         list(provider.sync(harness.ctx({"access_token": seeded.key}), request(seeded.team, None)))
@@ -370,7 +351,7 @@ def test_credentials_errors(fake: FakeLinear, seeded: Seeded, harness: Harness, 
 
 
 def test_a_team_out_of_reach_is_resource_unavailable(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     with pytest.raises(ResourceUnavailable, match="Entity not found"):
@@ -382,7 +363,7 @@ def test_a_team_out_of_reach_is_resource_unavailable(
 
 
 def test_server_errors_and_timeouts_retry_briefly_then_are_transient(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     fake.fail_next(503, times=2)
@@ -396,7 +377,7 @@ def test_server_errors_and_timeouts_retry_briefly_then_are_transient(
 
 
 def test_probe_says_whether_anything_changed_since_start(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     ctx = harness.ctx({"access_token": seeded.key})
     assert provider.probe(ctx, request(seeded.team, None)) is True
@@ -420,7 +401,7 @@ def _oauth(fake: FakeLinear, seeded: Seeded) -> dict[str, Any]:
 
 
 def test_refresh_rotates_through_the_token_endpoint_and_stores_nothing(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     creds = _oauth(fake, seeded)
     ctx = harness.ctx(dict(creds), auth_type="oauth")
@@ -438,7 +419,9 @@ def test_refresh_rotates_through_the_token_endpoint_and_stores_nothing(
         provider.refresh(harness.ctx(creds, auth_type="oauth"))
 
 
-def test_refresh_failures(fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider) -> None:
+def test_refresh_failures(
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
+) -> None:
     creds = _oauth(fake, seeded)
     with pytest.raises(CredentialsRejected, match="invalid_client"):
         provider.refresh(harness.ctx({**creds, "client_secret": "wrong"}, auth_type="oauth"))
@@ -485,7 +468,7 @@ def test_credential_schema_matches_validation(provider: ConnectorProvider) -> No
 
 
 def test_an_unreadable_node_is_a_per_object_failure(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     from ctxstore.connectors.linear_mapping import map_comment, map_issue
 
@@ -495,7 +478,7 @@ def test_an_unreadable_node_is_a_per_object_failure(
 
 
 def test_an_unknown_checkpoint_restarts_from_start(
-    fake: FakeLinear, seeded: Seeded, harness: Harness, provider: ConnectorProvider
+    fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     events = list(provider.sync(harness.ctx({"access_token": seeded.key}), request(seeded.team, {"v": 99})))
     assert len(by_id(events)) == 51

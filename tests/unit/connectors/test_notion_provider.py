@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from ctxstore.ports.connector_provider import (
     TokenExpired,
 )
 from tests.fakes.notion_api import DAY, FakeNotion, Wiki, para, seed_wiki
+from tests.support.provider_context import ContextRecorder
 
 TOKEN = "ntn_provider_secret"
 
@@ -49,28 +49,9 @@ def provider() -> ConnectorProvider:
     return build_provider()
 
 
-@dataclass
-class Harness:
-    fake: FakeNotion
-    sleeps: list[float] = field(default_factory=list)
-
-    def ctx(
-        self, credentials: dict[str, Any] | None = None, auth_type: str = "api_token", **kw: Any
-    ) -> ProviderContext:
-        return ProviderContext(
-            credentials=credentials or {"access_token": TOKEN},
-            auth_type=auth_type,
-            base_url=self.fake.base_url,
-            token_url=self.fake.token_url,
-            sleep=self.sleeps.append,
-            now=time.time,
-            **kw,
-        )
-
-
 @pytest.fixture
-def h(fake: FakeNotion) -> Harness:
-    return Harness(fake)
+def h(fake: FakeNotion) -> ContextRecorder:
+    return ContextRecorder(fake.base_url, fake.token_url, {"access_token": TOKEN})
 
 
 def page_request(root: str, checkpoint: dict[str, Any] | None = None, days: float = 30) -> SyncRequest:
@@ -103,7 +84,7 @@ def backdate(checkpoint: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 
 def test_account_is_the_workspace_and_calls_carry_the_sdk_notion_version(
-    fake: FakeNotion, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     account = provider.account(h.ctx())
     assert account.account_scope == "Acme Wiki"
@@ -113,7 +94,7 @@ def test_account_is_the_workspace_and_calls_carry_the_sdk_notion_version(
 
 
 def test_discover_lists_shared_pages_and_data_sources_not_rows_or_private_pages(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     page = provider.discover(h.ctx())
     found = {r.resource_id: r for r in page.resources}
@@ -141,7 +122,7 @@ def test_discover_lists_shared_pages_and_data_sources_not_rows_or_private_pages(
 
 
 def test_first_sync_crawls_nested_pages_into_markdown_with_parents_threads_and_links(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.page_size_cap = 4  # block children and search come in several pages
     events = run(provider, h.ctx(), page_request(wiki.handbook))
@@ -190,7 +171,7 @@ def test_first_sync_crawls_nested_pages_into_markdown_with_parents_threads_and_l
 
 
 def test_a_first_sync_stopped_at_a_checkpoint_resumes_without_losing_or_refetching_pages(
-    fake: FakeNotion, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     root = fake.add_page("Big", [para("root")], shared=True, at=time.time() - DAY)
     kids = [fake.add_page(f"Kid {i}", [para(f"kid {i}")], parent=root, at=time.time() - DAY) for i in range(25)]
@@ -217,7 +198,7 @@ def test_a_first_sync_stopped_at_a_checkpoint_resumes_without_losing_or_refetchi
 
 
 def test_next_sync_reads_search_newest_first_stops_at_the_cursor_and_fetches_only_changed_pages(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     state = last(run(provider, h.ctx(), page_request(wiki.handbook))).state
     fake.clear_calls()
@@ -247,7 +228,7 @@ def test_next_sync_reads_search_newest_first_stops_at_the_cursor_and_fetches_onl
 
 
 def test_an_edit_within_the_minute_of_the_last_fetch_is_not_missed(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     state = last(run(provider, h.ctx(), page_request(wiki.handbook))).state
     fake.edit_page(wiki.runbook, append=[para("first edit")])
@@ -261,7 +242,7 @@ def test_an_edit_within_the_minute_of_the_last_fetch_is_not_missed(
 
 
 def test_data_source_rows_by_timestamp_filter_with_properties_and_incremental_edits(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.page_size_cap = 2
     events = run(provider, h.ctx(), ds_request(wiki.projects))
@@ -296,7 +277,7 @@ def test_data_source_rows_by_timestamp_filter_with_properties_and_incremental_ed
 
 
 def test_reconcile_drops_trashed_pages_and_rows_and_confirms_what_search_misses(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     known = [KnownObject(p, wiki.handbook, time.time() - DAY) for p in (wiki.handbook, wiki.release, wiki.runbook)]
     fake.trash(wiki.runbook)
@@ -312,7 +293,7 @@ def test_reconcile_drops_trashed_pages_and_rows_and_confirms_what_search_misses(
 
 
 def test_an_unshared_root_is_a_resource_failure_not_a_credential_one(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     state = last(run(provider, h.ctx(), page_request(wiki.design))).state
     fake.unshare(wiki.design)
@@ -329,7 +310,7 @@ def test_an_unshared_root_is_a_resource_failure_not_a_credential_one(
 
 
 def test_rejected_and_restricted_tokens_and_expired_oauth_tokens(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     with pytest.raises(CredentialsRejected, match="unauthorized"):
         provider.account(h.ctx({"access_token": "ntn_not_issued"}))
@@ -344,7 +325,7 @@ def test_rejected_and_restricted_tokens_and_expired_oauth_tokens(
 
 
 def test_429_is_waited_out_through_the_service_sleep_and_a_long_one_is_rate_limited(
-    fake: FakeNotion, wiki: Wiki, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, wiki: Wiki, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.fail("blocks.children", status=429, retry_after=2, times=2)
     got = objects(run(provider, h.ctx(), page_request(wiki.design)))
@@ -361,7 +342,7 @@ def test_429_is_waited_out_through_the_service_sleep_and_a_long_one_is_rate_limi
 
 
 def test_refresh_rotates_both_tokens_with_basic_auth_and_a_spent_refresh_token_is_rejected(
-    fake: FakeNotion, h: Harness, provider: ConnectorProvider
+    fake: FakeNotion, h: ContextRecorder, provider: ConnectorProvider
 ) -> None:
     fake.add_oauth_client("client-n", "secret-n")
     first = fake.issue_refresh_token("client-n")

@@ -26,6 +26,7 @@ from ctxstore.ports.connector_provider import (
     TransientProviderError,
 )
 from tests.fakes.slack_api import FakeSlack
+from tests.support.provider_context import ContextRecorder
 
 DAY = 86400.0
 P = SlackProvider()
@@ -40,17 +41,10 @@ def slack() -> Iterator[FakeSlack]:
 
 
 def ctx(slack: FakeSlack, token: str = "xoxb-ok", **kw: Any) -> ProviderContext:
-    waits: list[float] = kw.pop("waits", [])
-    return ProviderContext(
-        credentials={"access_token": token, **kw.pop("creds", {})},
-        auth_type=kw.pop("auth_type", "api_token"),
-        base_url=slack.base_url,
-        token_url=slack.base_url,
-        sleep=waits.append,
-        now=time.time,
-        max_wait_s=kw.pop("max_wait_s", 5.0),
-        http_timeout_s=5,
-    )
+    """Slack's token endpoint is a Web API method, so it lives at the API base."""
+    recorder = ContextRecorder(slack.base_url, slack.base_url, sleeps=kw.pop("waits", []))
+    credentials = {"access_token": token, **kw.pop("creds", {})}
+    return recorder.ctx(credentials, kw.pop("auth_type", None), max_wait_s=kw.pop("max_wait_s", 5.0), http_timeout_s=5)
 
 
 def request(checkpoint: dict[str, Any] | None = None, *, lookback_days: float = 30) -> SyncRequest:

@@ -12,13 +12,13 @@ from typing import Any
 MAX_TOKEN_CHARS = 4096
 
 
-def token(credentials: dict[str, Any], key: str) -> str:
+def token(credentials: dict[str, Any], key: str, max_chars: int = MAX_TOKEN_CHARS) -> str:
     """A token field: a non-empty string without spaces, stripped."""
     value = credentials[key]
     if (
         not isinstance(value, str)
         or not value.strip()
-        or len(value) > MAX_TOKEN_CHARS
+        or len(value) > max_chars
         or any(c.isspace() for c in value.strip())
     ):
         raise ValueError(f"credentials.{key} must be a non-empty string without spaces")
@@ -32,16 +32,21 @@ def reject_unknown(credentials: dict[str, Any], allowed: set[str], provider: str
 
 
 def token_credentials(
-    credentials: dict[str, Any], keys: tuple[str, str], *, provider: str, what: str
+    credentials: dict[str, Any],
+    keys: tuple[str, ...],
+    *,
+    provider: str,
+    what: str,
+    max_chars: int = MAX_TOKEN_CHARS,
 ) -> dict[str, str]:
-    """``api_token``: one token under ``keys[0]`` or its alias ``keys[1]`` (both given must agree)."""
+    """``api_token``: one token under ``keys[0]`` or its alias ``keys[1]`` if any (both given must agree)."""
     reject_unknown(credentials, set(keys), provider, "api_token")
-    given = {k: token(credentials, k) for k in keys if k in credentials}
+    given = {k: token(credentials, k, max_chars) for k in keys if k in credentials}
     if not given:
         raise ValueError(f"credentials.{keys[0]} is required ({what})")
     if len(set(given.values())) > 1:
         raise ValueError(f"credentials.{keys[0]} and its alias credentials.{keys[1]} differ: send one of them")
-    key = keys[0] if keys[0] in given else keys[1]
+    key = next(k for k in keys if k in given)
     return {key: given[key]}
 
 
@@ -52,6 +57,7 @@ def oauth_credentials(
     required: tuple[str, ...],
     optional: tuple[str, ...] = (),
     epochs: tuple[str, ...] = ("expires_at",),
+    max_chars: int = MAX_TOKEN_CHARS,
 ) -> dict[str, Any]:
     """``oauth``: the required and optional token fields, and expiry times as float epoch seconds."""
     reject_unknown(credentials, {*required, *optional, *epochs}, provider, "oauth")
@@ -59,10 +65,10 @@ def oauth_credentials(
     for key in required:
         if key not in credentials:
             raise ValueError(f"credentials.{key} is required for auth_type oauth")
-        normalised[key] = token(credentials, key)
+        normalised[key] = token(credentials, key, max_chars)
     for key in optional:
         if key in credentials:
-            normalised[key] = token(credentials, key)
+            normalised[key] = token(credentials, key, max_chars)
     for key in epochs:
         value = credentials.get(key)
         if value is None:

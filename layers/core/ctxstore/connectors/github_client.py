@@ -36,6 +36,7 @@ from githubkit.exception import GitHubException, RequestError, RequestFailed, Re
 
 from ctxstore.connectors.oauth_refresh import refresh_token_grant
 from ctxstore.connectors.retry_after import retry_after_s
+from ctxstore.connectors.retry_budget import RetryBudget
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -49,8 +50,6 @@ from ctxstore.ports.connector_provider import (
 API_VERSION = "2022-11-28"  # the REST version GitHub serves to every client; Enterprise Server knows it too
 USER_AGENT = "ctxstore-connector"
 DEFAULT_TOKEN_URL = "https://github.com/login/oauth/access_token"
-SERVER_RETRIES = 2  # extra attempts after a 5xx or timeout, with 1 s then 2 s between them
-RATE_LIMIT_WAITS = 3  # rate-limit waits sat out within one request before giving up with RateLimited
 DEFAULT_LIMIT_WAIT_S = 60.0  # GitHub's advice when a limit names no time
 # One TLS context for every session: httpx otherwise loads the CA bundle per client (~85 ms a call here).
 _TLS = httpx.create_ssl_context()
@@ -124,7 +123,7 @@ class GitHubSession:
         headers = {"X-GitHub-Api-Version": API_VERSION}
         if etag:
             headers["If-None-Match"] = etag
-        waits = server_retries = 0
+        budget = RetryBudget(self._ctx)
         while True:
             try:
                 response = self._gh.request("GET", path, params=params, headers=headers)
@@ -132,23 +131,17 @@ class GitHubSession:
                 raw = exc.response.raw_response
                 wait = self._rate_limit_wait(raw)
                 if wait is not None:
-                    if wait > self._ctx.max_wait_s or waits >= RATE_LIMIT_WAITS:
-                        raise RateLimited(
-                            f"GitHub rate limit on GET {path}: retry in {math.ceil(wait)} s", retry_after_s=wait
-                        ) from None
-                    waits += 1
-                    self._ctx.sleep(wait)
-                    continue
+                    if budget.sit_out(wait):
+                        continue
+                    raise RateLimited(
+                        f"GitHub rate limit on GET {path}: retry in {math.ceil(wait)} s", retry_after_s=wait
+                    ) from None
                 status = raw.status_code
-                if status >= 500 and server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
+                if status >= 500 and budget.retry():
                     continue
                 raise self._error_for(status, raw, path, missing, oauth=self._ctx.auth_type == "oauth") from None
             except RequestError as exc:  # timeouts and connection failures (RequestFailed is handled above)
-                if server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
+                if budget.retry():
                     continue
                 what = "timed out" if isinstance(exc, RequestTimeout) else f"unreachable ({type(exc.exc).__name__})"
                 raise TransientProviderError(f"GitHub {what} on GET {path}") from None

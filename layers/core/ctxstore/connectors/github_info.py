@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ctxstore.connectors.credential_checks import oauth_credentials, token_credentials
+from ctxstore.connectors.provider_catalogue import EPOCH, oauth_schema, token_field
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
-
-_TOKEN = {"type": "string", "minLength": 1}
-_EPOCH = {"type": "number", "description": "epoch seconds"}
 
 CREDENTIAL_SCHEMA: dict[str, Any] = {
     "oneOf": [
@@ -17,27 +15,21 @@ CREDENTIAL_SCHEMA: dict[str, Any] = {
             "description": "A fine-grained or classic personal access token (auth_type api_token).",
             "type": "object",
             "properties": {
-                "api_token": {**_TOKEN, "description": "github_pat_… or ghp_…"},
-                "access_token": {**_TOKEN, "description": "alias of api_token"},
+                "api_token": token_field("github_pat_… or ghp_…"),
+                "access_token": token_field("alias of api_token"),
             },
             "anyOf": [{"required": ["api_token"]}, {"required": ["access_token"]}],
             "additionalProperties": False,
         },
-        {
-            "title": "oauth",
-            "description": "A GitHub App user token with its rotating refresh token (auth_type oauth).",
-            "type": "object",
-            "properties": {
-                "access_token": {**_TOKEN, "description": "ghu_…; refreshed when missing or expired"},
-                "refresh_token": {**_TOKEN, "description": "ghr_…; GitHub rotates it on every refresh"},
-                "client_id": {**_TOKEN, "description": "the GitHub App's client id"},
-                "client_secret": {**_TOKEN, "description": "the GitHub App's client secret"},
-                "expires_at": _EPOCH,
-                "refresh_token_expires_at": _EPOCH,
-            },
-            "required": ["refresh_token", "client_id", "client_secret"],
-            "additionalProperties": False,
-        },
+        oauth_schema(
+            "A GitHub App user token with its rotating refresh token (auth_type oauth).",
+            access_token="ghu_…; refreshed when missing or expired",
+            refresh_token="ghr_…; GitHub rotates it on every refresh",
+            client_id="the GitHub App's client id",
+            client_secret="the GitHub App's client secret",
+            extra={"refresh_token_expires_at": EPOCH},
+            required=("refresh_token", "client_id", "client_secret"),
+        ),
     ]
 }
 

@@ -41,6 +41,7 @@ from google.auth.transport import Request as AuthRequest
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
+from ctxstore.connectors.retry_budget import RetryBudget
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -57,7 +58,6 @@ for _name in ("googleapiclient", "google.auth", "google_auth_httplib2"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 DEFAULT_TOKEN_URL = "https://oauth2.googleapis.com/token"
-SERVER_RETRIES = 2  # extra attempts after a 5xx, timeout or connection failure (1 s, then 2 s apart)
 QUOTA_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded", "concurrentLimitExceeded"})
 SCOPE_REASONS = frozenset({"insufficientPermissions", "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "forbidden"})
 BAD_CLIENT = frozenset({"invalid_client", "unauthorized_client"})
@@ -140,7 +140,8 @@ class GmailSession:
         """Execute one API request (`make(api)` builds it): its JSON, None on a 404 without `missing`.
         `bad_request`: what a 400 other than failedPrecondition means here (e.g. a label that is gone)."""
         waited = 0.0
-        quota_waits = server_retries = 0
+        quota_waits = 0
+        budget = RetryBudget(self._ctx)  # its server retries; quota waits follow Google's backoff advice below
         while True:
             try:
                 data = make(self.api).execute(num_retries=0)
@@ -159,9 +160,7 @@ class GmailSession:
                     waited += wait
                     self._ctx.sleep(wait)
                     continue
-                if a.status >= 500 and server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
+                if a.status >= 500 and budget.retry():
                     continue
                 if a.status == 404:
                     if missing is None:
@@ -171,9 +170,7 @@ class GmailSession:
                     raise bad_request(f"gmail {method}: HTTP 400: {a.message}") from None
                 raise _error(method, a) from None
             except (TimeoutError, httplib2.HttpLib2Error, OSError) as exc:
-                if server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
+                if budget.retry():
                     continue
                 raise TransientProviderError(f"gmail {method}: {type(exc).__name__}: {exc}") from None
             if not isinstance(data, dict):

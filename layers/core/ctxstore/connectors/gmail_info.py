@@ -8,25 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.connectors.provider_catalogue import EXPIRES_AT, metadata_field, oauth_schema, origin_fields
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
 
 READ_SCOPE = "https://www.googleapis.com/auth/gmail.readonly"
-_TOKEN = {"type": "string", "minLength": 1}
 
-CREDENTIAL_SCHEMA: dict[str, Any] = {
-    "title": "oauth",
-    "description": "A Google OAuth user grant for the mailbox (auth_type oauth), with the scope " + READ_SCOPE + ".",
-    "type": "object",
-    "properties": {
-        "access_token": {**_TOKEN, "description": "ya29.…; refreshed before it expires"},
-        "refresh_token": {**_TOKEN, "description": "1//…; from an authorisation with access_type=offline"},
-        "client_id": {**_TOKEN, "description": "the OAuth client id (…apps.googleusercontent.com)"},
-        "client_secret": {**_TOKEN, "description": "the OAuth client secret"},
-        "expires_at": {"type": "number", "description": "epoch seconds when access_token expires"},
-    },
-    "required": ["access_token", "refresh_token", "client_id", "client_secret"],
-    "additionalProperties": False,
-}
+CREDENTIAL_SCHEMA: dict[str, Any] = oauth_schema(
+    "A Google OAuth user grant for the mailbox (auth_type oauth), with the scope " + READ_SCOPE + ".",
+    access_token="ya29.…; refreshed before it expires",
+    refresh_token="1//…; from an authorisation with access_type=offline",
+    client_id="the OAuth client id (…apps.googleusercontent.com)",
+    client_secret="the OAuth client secret",
+    expires_at=EXPIRES_AT,
+)
 
 SETUP_GUIDE = (
     "In a Google Cloud project enable the Gmail API, configure the OAuth consent screen and create an OAuth "
@@ -38,10 +32,6 @@ SETUP_GUIDE = (
     "each item's additional_metadata.account_email. To sync a second mailbox, give its connector a "
     "provider_account_scope of your choice."
 )
-
-
-def _field(name: str, data_type: str, description: str) -> FieldInfo:
-    return FieldInfo(name, data_type, description, filter_key=f"additional_metadata.{name}")
 
 
 INFO = ProviderInfo(
@@ -57,14 +47,13 @@ INFO = ProviderInfo(
         FieldInfo("text", "string", "From/To/Date/Subject lines and the body (text/plain, else HTML as text)"),
     ),
     filterable_fields=(
-        FieldInfo("provider", "string", "always 'gmail'", "provider"),
-        FieldInfo("connector_id", "string", "the connector that synced it", "connector_id"),
-        _field("account_email", "string", "the mailbox the message was synced from"),
-        _field("gmail_message_id", "string", "Gmail message id"),
-        _field("gmail_thread_id", "string", "Gmail thread id"),
-        _field("gmail_from", "string", "sender address"),
-        _field("gmail_to", "string[]", "recipient addresses (To and Cc)"),
-        _field("gmail_rfc822_message_id", "string", "the Message-ID header"),
+        *origin_fields("gmail"),
+        metadata_field("account_email", "string", "the mailbox the message was synced from"),
+        metadata_field("gmail_message_id", "string", "Gmail message id"),
+        metadata_field("gmail_thread_id", "string", "Gmail thread id"),
+        metadata_field("gmail_from", "string", "sender address"),
+        metadata_field("gmail_to", "string[]", "recipient addresses (To and Cc)"),
+        metadata_field("gmail_rfc822_message_id", "string", "the Message-ID header"),
     ),
     default_sync_interval_s=3600,
     # An idle label costs one history.list call (2 quota units of 15,000 per user per minute).

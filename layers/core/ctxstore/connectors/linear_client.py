@@ -35,6 +35,7 @@ import httpx
 
 from ctxstore.connectors.linear_info import authorization
 from ctxstore.connectors.retry_after import retry_after_s
+from ctxstore.connectors.retry_budget import RetryBudget
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -47,8 +48,6 @@ from ctxstore.ports.connector_provider import (
 JSON = dict[str, Any]
 USER_AGENT = "ctxstore-connector"
 DEFAULT_ENDPOINT = "https://api.linear.app/graphql"
-SERVER_RETRIES = 2  # extra attempts after a 5xx or timeout, with 1 s then 2 s between them
-RATE_LIMIT_WAITS = 3  # rate-limit waits sat out within one request before giving up with RateLimited
 DEFAULT_LIMIT_WAIT_S = 60.0  # when a rate-limit answer names no reset time
 # Reset headers per budget, each paired with its remaining-count header (the exhausted one is waited for).
 RESET_HEADERS = (
@@ -95,16 +94,14 @@ class LinearSession:
     ) -> JSON:
         """Run one GraphQL operation; its ``data`` when Linear answered without errors (see module doc)."""
         body = {"query": document, "variables": variables or {}, "operationName": operation}
-        waits = server_retries = 0
+        budget = RetryBudget(self._ctx)
         while True:
             headers = {"Authorization": authorization(self._ctx.auth_type, self._ctx.credentials)}
             try:
                 self.requests += 1
                 response = self._http.post(self._ctx.base_url or DEFAULT_ENDPOINT, json=body, headers=headers)
             except httpx.TransportError as exc:  # timeouts and connection failures
-                if server_retries < SERVER_RETRIES:
-                    server_retries += 1
-                    self._ctx.sleep(float(server_retries))
+                if budget.retry():
                     continue
                 what = "timed out" if isinstance(exc, httpx.TimeoutException) else f"unreachable ({type(exc).__name__})"
                 raise TransientProviderError(f"Linear {what} on {operation}") from None
@@ -112,18 +109,12 @@ class LinearSession:
             codes = {e.code for e in errors}
             if "RATELIMITED" in codes or response.status_code == 429:
                 wait = self._rate_limit_wait(response)
-                if wait > self._ctx.max_wait_s or waits >= RATE_LIMIT_WAITS:
-                    raise RateLimited(
-                        f"Linear rate limited {operation}: retry in {math.ceil(wait)} s", retry_after_s=wait
-                    )
-                waits += 1
-                self._ctx.sleep(wait)
-                continue
+                if budget.sit_out(wait):
+                    continue
+                raise RateLimited(f"Linear rate limited {operation}: retry in {math.ceil(wait)} s", retry_after_s=wait)
             unreadable = data is None and not errors  # not a GraphQL answer (a proxy's error page)
             transient = response.status_code >= 500 or "INTERNAL_SERVER_ERROR" in codes or unreadable
-            if transient and server_retries < SERVER_RETRIES:
-                server_retries += 1
-                self._ctx.sleep(float(server_retries))
+            if transient and budget.retry():
                 continue
             if errors or transient:
                 raise self._error_for(response.status_code, errors, operation, forbidden, missing)

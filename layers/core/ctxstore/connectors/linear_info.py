@@ -5,10 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from ctxstore.connectors.credential_checks import oauth_credentials, token_credentials
+from ctxstore.connectors.provider_catalogue import (
+    OAUTH_REQUIRED,
+    metadata_field,
+    oauth_schema,
+    origin_fields,
+    token_field,
+)
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
 
-_TOKEN = {"type": "string", "minLength": 1}
-_EPOCH = {"type": "number", "description": "epoch seconds"}
 PERSONAL_KEY_PREFIX = "lin_api_"
 
 CREDENTIAL_SCHEMA: dict[str, Any] = {
@@ -18,26 +23,19 @@ CREDENTIAL_SCHEMA: dict[str, Any] = {
             "description": "A personal API key, or a long-lived OAuth access token (auth_type api_token).",
             "type": "object",
             "properties": {
-                "access_token": {**_TOKEN, "description": "lin_api_… (personal key) or a non-expiring OAuth token"},
-                "api_key": {**_TOKEN, "description": "alias of access_token"},
+                "access_token": token_field("lin_api_… (personal key) or a non-expiring OAuth token"),
+                "api_key": token_field("alias of access_token"),
             },
             "anyOf": [{"required": ["access_token"]}, {"required": ["api_key"]}],
             "additionalProperties": False,
         },
-        {
-            "title": "oauth",
-            "description": "An OAuth2 app token pair with its rotating refresh token (auth_type oauth).",
-            "type": "object",
-            "properties": {
-                "access_token": {**_TOKEN, "description": "lin_oauth_…; expires after 24 h"},
-                "refresh_token": {**_TOKEN, "description": "rotated by Linear on every refresh"},
-                "client_id": {**_TOKEN, "description": "the OAuth2 application's client id"},
-                "client_secret": {**_TOKEN, "description": "the OAuth2 application's client secret"},
-                "expires_at": _EPOCH,
-            },
-            "required": ["access_token", "refresh_token", "client_id", "client_secret"],
-            "additionalProperties": False,
-        },
+        oauth_schema(
+            "An OAuth2 app token pair with its rotating refresh token (auth_type oauth).",
+            access_token="lin_oauth_…; expires after 24 h",
+            refresh_token="rotated by Linear on every refresh",
+            client_id="the OAuth2 application's client id",
+            client_secret="the OAuth2 application's client secret",
+        ),
     ]
 }
 
@@ -48,11 +46,6 @@ SETUP_GUIDE = (
     "access tokens last 24 h, refresh tokens rotate on every use and are stored back automatically. "
     "Each team the key's user can see is a resource; private teams need membership."
 )
-
-
-def _field(name: str, data_type: str, description: str) -> FieldInfo:
-    """A provider field of additional_metadata: filtered as metadata_filters.additional_metadata.<name>."""
-    return FieldInfo(name, data_type, description, filter_key=f"additional_metadata.{name}")
 
 
 INFO = ProviderInfo(
@@ -68,16 +61,17 @@ INFO = ProviderInfo(
         FieldInfo("text", "string", "description or comment body (markdown) under a line of state, labels, people"),
     ),
     filterable_fields=(
-        FieldInfo("provider", "string", "always 'linear'", "provider"),
-        FieldInfo("connector_id", "string", "the connector that synced it", "connector_id"),
-        _field("linear_team_key", "string", "team key, e.g. ENG"),
-        _field("linear_identifier", "string", "issue identifier, e.g. ENG-12 (of the issue, for comments)"),
-        _field("linear_state", "string", "workflow state name (issues)"),
-        _field("linear_state_type", "string", "triage, backlog, unstarted, started, completed or canceled (issues)"),
-        _field("linear_priority", "string", "No priority, Urgent, High, Medium or Low (issues)"),
-        _field("linear_labels", "string[]", "label names (issues)"),
-        _field("linear_assignee", "string", "assignee's name (issues)"),
-        _field("linear_author", "string", "creator of the issue or author of the comment"),
+        *origin_fields("linear"),
+        metadata_field("linear_team_key", "string", "team key, e.g. ENG"),
+        metadata_field("linear_identifier", "string", "issue identifier, e.g. ENG-12 (of the issue, for comments)"),
+        metadata_field("linear_state", "string", "workflow state name (issues)"),
+        metadata_field(
+            "linear_state_type", "string", "triage, backlog, unstarted, started, completed or canceled (issues)"
+        ),
+        metadata_field("linear_priority", "string", "No priority, Urgent, High, Medium or Low (issues)"),
+        metadata_field("linear_labels", "string[]", "label names (issues)"),
+        metadata_field("linear_assignee", "string", "assignee's name (issues)"),
+        metadata_field("linear_author", "string", "creator of the issue or author of the comment"),
     ),
     default_sync_interval_s=3600,
     # An idle team costs two small requests per cycle (issues and comments changed since the cursor) plus
@@ -96,8 +90,7 @@ def validate_credentials(auth_type: str, credentials: dict[str, Any]) -> dict[st
         keys = ("access_token", "api_key")
         return token_credentials(credentials, keys, provider="Linear", what="a Linear personal API key, lin_api_…")
     if auth_type == "oauth":
-        required = ("access_token", "refresh_token", "client_id", "client_secret")
-        return oauth_credentials(credentials, provider="Linear", required=required)
+        return oauth_credentials(credentials, provider="Linear", required=OAUTH_REQUIRED)
     raise ValueError(f"auth_type must be one of api_token, oauth (got {auth_type!r})")
 
 

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.connectors.credential_checks import oauth_credentials, token_credentials
+from ctxstore.connectors.provider_catalogue import (
+    EXPIRES_AT,
+    OAUTH_REQUIRED,
+    metadata_field,
+    oauth_schema,
+    origin_fields,
+    token_field,
+)
 from ctxstore.ports.connector_provider import FieldInfo, ProviderInfo
 
-_TOKEN = {"type": "string", "minLength": 1}
+MAX_TOKEN_CHARS = 2048
 
 CREDENTIAL_SCHEMA: dict[str, Any] = {
     "oneOf": [
@@ -14,24 +23,18 @@ CREDENTIAL_SCHEMA: dict[str, Any] = {
             "title": "api_token",
             "description": "An internal integration secret (auth_type api_token).",
             "type": "object",
-            "properties": {"access_token": {**_TOKEN, "description": "ntn_… (or secret_… for older integrations)"}},
+            "properties": {"access_token": token_field("ntn_… (or secret_… for older integrations)")},
             "required": ["access_token"],
             "additionalProperties": False,
         },
-        {
-            "title": "oauth",
-            "description": "A public integration's OAuth token pair (auth_type oauth).",
-            "type": "object",
-            "properties": {
-                "access_token": {**_TOKEN, "description": "refreshed before expires_at, or when Notion refuses it"},
-                "refresh_token": {**_TOKEN, "description": "Notion returns a new one with every refresh"},
-                "client_id": {**_TOKEN, "description": "the public integration's OAuth client id"},
-                "client_secret": {**_TOKEN, "description": "the public integration's OAuth client secret"},
-                "expires_at": {"type": "number", "description": "epoch seconds when access_token expires"},
-            },
-            "required": ["access_token", "refresh_token", "client_id", "client_secret"],
-            "additionalProperties": False,
-        },
+        oauth_schema(
+            "A public integration's OAuth token pair (auth_type oauth).",
+            access_token="refreshed before expires_at, or when Notion refuses it",
+            refresh_token="Notion returns a new one with every refresh",
+            client_id="the public integration's OAuth client id",
+            client_secret="the public integration's OAuth client secret",
+            expires_at=EXPIRES_AT,
+        ),
     ]
 }
 
@@ -57,20 +60,12 @@ INFO = ProviderInfo(
         FieldInfo("text", "string", "the page as markdown: title, row properties, block tree"),
     ),
     filterable_fields=(
-        FieldInfo("provider", "string", "always 'notion'", "provider"),
-        FieldInfo("connector_id", "string", "the connector that synced it", "connector_id"),
-        FieldInfo("notion_page_id", "string", "page id (pages and rows)", "additional_metadata.notion_page_id"),
-        FieldInfo(
-            "notion_parent_id", "string", "the page or data source it sits in", "additional_metadata.notion_parent_id"
-        ),
-        FieldInfo(
-            "notion_data_source_id",
-            "string",
-            "data source of a row (or the data source itself)",
-            "additional_metadata.notion_data_source_id",
-        ),
-        FieldInfo("notion_object", "string", "page or data_source", "additional_metadata.notion_object"),
-        FieldInfo("author", "string", "user id of the creator", "additional_metadata.author"),
+        *origin_fields("notion"),
+        metadata_field("notion_page_id", "string", "page id (pages and rows)"),
+        metadata_field("notion_parent_id", "string", "the page or data source it sits in"),
+        metadata_field("notion_data_source_id", "string", "data source of a row (or the data source itself)"),
+        metadata_field("notion_object", "string", "page or data_source"),
+        metadata_field("author", "string", "user id of the creator"),
     ),
     default_sync_interval_s=3600,
     min_sync_interval_s=300,
@@ -87,36 +82,10 @@ def validate_credentials(auth_type: str, credentials: dict[str, Any]) -> dict[st
     if not isinstance(credentials, dict):
         raise ValueError("credentials must be an object")
     if auth_type == "api_token":
-        _reject_unknown(credentials, {"access_token"}, auth_type)
-        if "access_token" not in credentials:
-            raise ValueError("credentials.access_token is required (a Notion integration secret)")
-        return {"access_token": _token(credentials, "access_token")}
-    if auth_type != "oauth":
-        raise ValueError(f"auth_type must be one of api_token, oauth (got {auth_type!r})")
-    _reject_unknown(
-        credentials, {"access_token", "refresh_token", "client_id", "client_secret", "expires_at"}, auth_type
-    )
-    out: dict[str, Any] = {}
-    for key in ("access_token", "refresh_token", "client_id", "client_secret"):
-        if key not in credentials:
-            raise ValueError(f"credentials.{key} is required for auth_type oauth")
-        out[key] = _token(credentials, key)
-    expires_at = credentials.get("expires_at")
-    if expires_at is not None:
-        if isinstance(expires_at, bool) or not isinstance(expires_at, int | float) or expires_at < 0:
-            raise ValueError("credentials.expires_at must be epoch seconds (a non-negative number)")
-        out["expires_at"] = float(expires_at)
-    return out
-
-
-def _token(credentials: dict[str, Any], key: str) -> str:
-    value = credentials[key]
-    if not isinstance(value, str) or not value.strip() or len(value) > 2048 or any(c.isspace() for c in value.strip()):
-        raise ValueError(f"credentials.{key} must be a non-empty string without spaces")
-    return value.strip()
-
-
-def _reject_unknown(credentials: dict[str, Any], allowed: set[str], auth_type: str) -> None:
-    unknown = sorted(set(credentials) - allowed)
-    if unknown:
-        raise ValueError(f"credentials.{unknown[0]} is not a field of Notion auth_type {auth_type}")
+        what = "a Notion integration secret"
+        return token_credentials(
+            credentials, ("access_token",), provider="Notion", what=what, max_chars=MAX_TOKEN_CHARS
+        )
+    if auth_type == "oauth":
+        return oauth_credentials(credentials, provider="Notion", required=OAUTH_REQUIRED, max_chars=MAX_TOKEN_CHARS)
+    raise ValueError(f"auth_type must be one of api_token, oauth (got {auth_type!r})")

@@ -32,6 +32,7 @@ import httpx
 from notion_client import Client
 from notion_client.errors import HTTPResponseError, InvalidPathParameterError, RequestTimeoutError
 
+from ctxstore.connectors.retry_budget import RetryBudget
 from ctxstore.ports.connector_provider import (
     CredentialsRejected,
     ProviderContext,
@@ -43,8 +44,6 @@ from ctxstore.ports.connector_provider import (
     TransientProviderError,
 )
 
-SERVER_RETRIES = 2
-RATE_LIMIT_WAITS = 3
 DEFAULT_RETRY_AFTER_S = 1.0  # Notion documents Retry-After on every 429; without one, a second
 TOKEN_PATH = "/v1/oauth/token"
 DEFAULT_TOKEN_URL = "https://api.notion.com/v1/oauth/token"
@@ -161,7 +160,7 @@ class NotionSession:
     def call(
         self, what: str, fn: Callable[[str], Any], *, missing: type[ProviderError] = ResourceUnavailable
     ) -> dict[str, Any]:
-        waits = retries = 0
+        budget = RetryBudget(self._ctx)
         while True:
             try:
                 out = fn(self._token)
@@ -169,22 +168,16 @@ class NotionSession:
                 code, status = _error_code(exc), exc.status
                 if status == 429 or code == "rate_limited":
                     wait = _retry_after(exc)
-                    if wait > self._ctx.max_wait_s or waits >= RATE_LIMIT_WAITS:
-                        raise RateLimited(
-                            f"notion {what}: rate limited (Retry-After {math.ceil(wait)} s)", retry_after_s=wait
-                        ) from None
-                    waits += 1
-                    self._ctx.sleep(wait)
-                    continue
-                if status >= 500 and retries < SERVER_RETRIES:
-                    retries += 1
-                    self._ctx.sleep(float(retries))
+                    if budget.sit_out(wait):
+                        continue
+                    raise RateLimited(
+                        f"notion {what}: rate limited (Retry-After {math.ceil(wait)} s)", retry_after_s=wait
+                    ) from None
+                if status >= 500 and budget.retry():
                     continue
                 raise self._error_for(what, status, code, missing) from None
             except (RequestTimeoutError, httpx.HTTPError) as exc:
-                if retries < SERVER_RETRIES:
-                    retries += 1
-                    self._ctx.sleep(float(retries))
+                if budget.retry():
                     continue
                 raise TransientProviderError(f"notion {what}: {type(exc).__name__}") from None
             except InvalidPathParameterError:
