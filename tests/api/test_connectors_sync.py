@@ -159,6 +159,8 @@ def test_429_is_waited_out_and_the_sync_finishes(connector_server: Env) -> None:
     assert data["last_error"] == "" and data["sync_blocked"] is False and data["documents_dispatched"] == 1
     refused_then_answered = [c for c in s.calls_of("conversations.history") if c.params.get("channel") == "CRL"]
     assert len(refused_then_answered) >= 3
+    # Caught up once its one message is indexed (on a loaded machine that can take a while).
+    wait_for(lambda: connector(connector_server.c, cid)["lifecycle"] == "active", timeout=120, what="active")
     # A Retry-After beyond CTXSTORE_CONNECTOR_MAX_WAIT_S ends the chunk and reschedules after it, unblocked.
     s.fail("conversations.history", status=429, retry_after=30, times=1)
     r = connector_server.call("POST", f"/connectors/{cid}/sync")
