@@ -109,7 +109,9 @@ def main() -> None:
             progress["checkpoints"].append(res)
             progress_path.write_text(json.dumps(progress))
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(progress, indent=2) + "\n")
+            # The server's key stays in progress.json (next to the data dir), never in the results.
+            results = {k: v for k, v in progress.items() if k != "key"}
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
             print(json.dumps(res), flush=True)
 
 
