@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.github_api import FakeGitHub, seed_large_repo
+from tests.fakes.github_api import FakeGitHub
+from tests.fakes.github_seed import seed_large_repo
 
 from ctxstore.connectors.github import build_provider
 from ctxstore.connectors.github_sync import PER_PAGE, iso

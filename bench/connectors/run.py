@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.fakes.github_api import FakeGitHub, seed_large_repo
+from tests.fakes.github_api import FakeGitHub
+from tests.fakes.github_seed import seed_large_repo
 from tests.fakes.gmail_api import BOB, OWNER, FakeGmail, compose
-from tests.fakes.linear_api import FakeLinear, seed_bulk
+from tests.fakes.linear_api import FakeLinear
+from tests.fakes.linear_seed import seed_bulk
 from tests.fakes.slack_api import VOCABULARY, FakeSlack
 from tests.support.connectors import connector_env, fast_scheduler_env, ready_database, wait_for
 from tests.support.server import ServerProcess
@@ -151,7 +153,7 @@ def _github_bare_calls(fake: FakeGitHub, repo: str) -> float:
 
 
 def _notion_seed(fake: Any, objects: int) -> tuple[list[str], list[str]]:
-    from tests.fakes.notion_api import seed_bulk
+    from tests.fakes.notion_seed import seed_bulk
 
     fake.add_token("ntn_bench")
     root, texts = seed_bulk(fake, pages=objects - 1)
@@ -159,7 +161,7 @@ def _notion_seed(fake: Any, objects: int) -> tuple[list[str], list[str]]:
 
 
 def _notion_idle(fake: Any, i: int) -> str:
-    from tests.fakes.notion_api import para
+    from tests.fakes.notion_blocks import para
 
     return str(fake.add_page(f"Idle {i}", [para("a quiet page")], shared=True, at=time.time() - 9 * 86400))
 

@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.github_api import FakeGitHub, RecordedRequest, iso, seed_small_repo
+from tests.fakes.github_api import FakeGitHub, RecordedRequest, iso
+from tests.fakes.github_seed import seed_small_repo
 from tests.support.connectors import (
     DB,
     ConnectorCalls,

@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.linear_api import FakeLinear, Seeded, seed_workspace
+from tests.fakes.linear_api import FakeLinear
+from tests.fakes.linear_seed import Seeded, seed_workspace
 from tests.support.connectors import (
     DB,
     ConnectorCalls,

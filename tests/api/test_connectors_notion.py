@@ -19,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes.notion_api import DAY, FakeNotion, Wiki, para, seed_wiki
+from tests.fakes.notion_api import DAY, FakeNotion
+from tests.fakes.notion_blocks import para
+from tests.fakes.notion_seed import Wiki, seed_wiki
 from tests.support.connectors import (
     ConnectorCalls,
     connector,

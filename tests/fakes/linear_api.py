@@ -43,7 +43,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from graphql import GraphQLError, GraphQLObjectType, GraphQLResolveInfo, build_schema, graphql_sync
+from graphql import GraphQLError, GraphQLObjectType, build_schema, graphql_sync
 
 from tests.fakes.loopback import JsonHandler, LoopbackFake
 
@@ -316,11 +316,14 @@ class FakeLinear(LoopbackFake):
         self.before_graphql: list[Callable[[str, dict[str, Any], str], None]] = []
         self._last_ms = 0
         self._issued = 0
+        # The resolvers read this module's tables: imported here, once the module is whole.
+        from tests.fakes.linear_resolvers import resolve_field
+
         self._schema = build_schema(SCHEMA_SDL)
         for gtype in self._schema.type_map.values():
             if isinstance(gtype, GraphQLObjectType) and not gtype.name.startswith("__"):
                 for gfield in gtype.fields.values():
-                    gfield.resolve = _resolve
+                    gfield.resolve = resolve_field
         self._listen(_handler(self))
 
     # ---- server ---------------------------------------------------------------------------------------
@@ -573,6 +576,8 @@ class FakeLinear(LoopbackFake):
 
     def graphql(self, body: dict[str, Any], header: str) -> tuple[int, dict[str, Any], dict[str, str], float]:
         """(status, body, headers, stall seconds) of one GraphQL request."""
+        from tests.fakes.linear_resolvers import Root
+
         operation = str(body.get("operationName") or "")
         variables = body.get("variables") if isinstance(body.get("variables"), dict) else {}
         with self.lock:
@@ -598,7 +603,7 @@ class FakeLinear(LoopbackFake):
             result = graphql_sync(
                 self._schema,
                 str(body.get("query") or ""),
-                root_value=_Root(self),
+                root_value=Root(self),
                 context_value=user,
                 variable_values=variables,
                 operation_name=operation or None,
@@ -655,345 +660,6 @@ def _error(message: str, code: str, status: int) -> dict[str, Any]:
     }
 
 
-# ---- resolvers ------------------------------------------------------------------------------------------
-
-
-def _resolve(obj: Any, info: GraphQLResolveInfo, **args: Any) -> Any:
-    if isinstance(obj, dict):
-        return obj.get(info.field_name)
-    return obj.field(info.field_name, args, info.context)
-
-
-def _not_found(kind: str) -> GraphQLError:
-    return GraphQLError(
-        f"Entity not found: {kind} - Could not find referenced {kind}.",
-        extensions={"code": "INVALID_INPUT", "statusCode": 400, "userError": True},
-    )
-
-
-def _cursor(key: int, ident: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([key, ident]).encode()).decode()
-
-
-def _connection(fake: FakeLinear, items: list[Any], args: dict[str, Any], node: Callable[[Any], Any]) -> dict[str, Any]:
-    """A Relay connection over `items` (objects with created_at, updated_at, id), newest first by orderBy."""
-    if args.get("last") is not None or args.get("before") is not None:
-        raise GraphQLError("fake: last/before are not modelled", extensions={"code": "INVALID_INPUT"})
-    first = 50 if args.get("first") is None else int(args["first"])
-    if not 0 < first <= MAX_FIRST:
-        raise GraphQLError(f"first must be between 1 and {MAX_FIRST}", extensions={"code": "INVALID_INPUT"})
-    order = "updated_at" if args.get("orderBy") == "updatedAt" else "created_at"
-    keyed = sorted(((getattr(i, order), i.id), i) for i in items)
-    keyed.reverse()
-    if args.get("after"):
-        try:
-            key, ident = json.loads(base64.urlsafe_b64decode(str(args["after"]).encode()))
-        except (ValueError, TypeError):
-            raise GraphQLError("Invalid cursor", extensions={"code": "INVALID_INPUT"}) from None
-        keyed = [(k, i) for k, i in keyed if k < (key, ident)]
-    page = keyed[: min(first, fake.page_cap)]
-    end = _cursor(*page[-1][0]) if page else None
-    return {
-        "nodes": [node(i) for _, i in page],
-        "edges": [{"cursor": _cursor(*k), "node": node(i)} for k, i in page],
-        "pageInfo": {
-            "hasNextPage": len(keyed) > len(page),
-            "hasPreviousPage": bool(args.get("after")),
-            "startCursor": _cursor(*page[0][0]) if page else None,
-            "endCursor": end,
-        },
-    }
-
-
-def _compare(value: Any, comparator: dict[str, Any] | None, convert: Callable[[Any], Any] = lambda v: v) -> bool:
-    if not comparator:
-        return True
-    for op, raw in comparator.items():
-        if raw is None:
-            continue
-        if op in ("in", "nin"):
-            members = {convert(x) for x in raw}
-            if (value in members) != (op == "in"):
-                return False
-            continue
-        target = convert(raw)
-        ok = {
-            "eq": value == target,
-            "neq": value != target,
-            "gt": value is not None and value > target,
-            "gte": value is not None and value >= target,
-            "lt": value is not None and value < target,
-            "lte": value is not None and value <= target,
-        }.get(op)
-        if ok is None:
-            raise GraphQLError(f"fake: comparator {op} not modelled", extensions={"code": "INVALID_INPUT"})
-        if not ok:
-            return False
-    return True
-
-
-def _combined(filt: dict[str, Any], match: Callable[[dict[str, Any]], bool]) -> bool:
-    if filt.get("and") and not all(match(f) for f in filt["and"]):
-        return False
-    return not (filt.get("or") and not any(match(f) for f in filt["or"]))
-
-
-class _Root:
-    def __init__(self, fake: FakeLinear) -> None:
-        self.fake = fake
-
-    def field(self, name: str, args: dict[str, Any], user: FakeUser) -> Any:
-        fake = self.fake
-        if name == "viewer":
-            return _UserView(user)
-        if name == "organization":
-            return dict(fake.org)
-        if name == "team":
-            if not fake.visible_team(user, str(args["id"])):
-                raise _not_found("Team")
-            return _TeamView(fake, fake.teams[str(args["id"])], user)
-        if name == "teams":
-            teams = [t for t in fake.teams.values() if fake.visible_team(user, t.id)]
-            teams = [t for t in teams if args.get("includeArchived") or t.archived_at is None]
-            teams = [t for t in teams if _team_matches(t, args.get("filter"))]
-            return _connection(fake, teams, args, lambda t: _TeamView(fake, t, user))
-        if name == "issue":
-            issue = fake.issues.get(str(args["id"]))
-            if issue is None or not fake.visible_team(user, issue.team_id):
-                raise _not_found("Issue")
-            return _IssueView(fake, issue, user)
-        if name == "issues":
-            found = [i for i in fake.issues.values() if _visible_issue(fake, user, i, args)]
-            found = [i for i in found if _issue_matches(fake, i, args.get("filter"))]
-            return _connection(fake, found, args, lambda i: _IssueView(fake, i, user))
-        if name in ("comments", "comment"):
-            found = [c for c in fake.comments.values() if _visible_comment(fake, user, c, args)]
-            if name == "comment":
-                hit = [c for c in found if c.id == args.get("id")]
-                if not hit:
-                    raise _not_found("Comment")
-                return _CommentView(fake, hit[0], user)
-            found = [c for c in found if _comment_matches(fake, c, args.get("filter"))]
-            return _connection(fake, found, args, lambda c: _CommentView(fake, c, user))
-        raise GraphQLError(f"fake: Query.{name} is not modelled")
-
-
-def _visible_issue(fake: FakeLinear, user: FakeUser, issue: FakeIssue, args: dict[str, Any]) -> bool:
-    archived = issue.archived_at is not None or issue.trashed
-    return fake.visible_team(user, issue.team_id) and (bool(args.get("includeArchived")) or not archived)
-
-
-def _visible_comment(fake: FakeLinear, user: FakeUser, comment: FakeComment, args: dict[str, Any]) -> bool:
-    issue = fake.issues.get(comment.issue_id)
-    if issue is None or not fake.visible_team(user, issue.team_id):
-        return False
-    archived = comment.archived_at is not None or issue.archived_at is not None or issue.trashed
-    return bool(args.get("includeArchived")) or not archived
-
-
-def _team_matches(team: FakeTeam, filt: dict[str, Any] | None) -> bool:
-    if not filt:
-        return True
-    return (
-        _compare(team.id, filt.get("id"))
-        and _compare(team.key, filt.get("key"))
-        and _compare(team.name, filt.get("name"))
-        and _compare(team.private, filt.get("private"))
-        and _compare(team.created_at, filt.get("createdAt"), parse_ms)
-        and _compare(team.updated_at, filt.get("updatedAt"), parse_ms)
-        and _combined(filt, lambda f: _team_matches(team, f))
-    )
-
-
-def _issue_matches(fake: FakeLinear, issue: FakeIssue | None, filt: dict[str, Any] | None) -> bool:
-    if not filt:
-        return True
-    if "null" in filt and filt["null"] is not None:
-        return (issue is None) == bool(filt["null"])
-    if issue is None:
-        return False
-    parent = fake.issues.get(issue.parent_id) if issue.parent_id else None
-    return (
-        _compare(issue.id, filt.get("id"))
-        and _compare(issue.created_at, filt.get("createdAt"), parse_ms)
-        and _compare(issue.updated_at, filt.get("updatedAt"), parse_ms)
-        and (filt.get("team") is None or _team_matches(fake.teams[issue.team_id], filt["team"]))
-        and (filt.get("parent") is None or _issue_matches(fake, parent, filt["parent"]))
-        and _combined(filt, lambda f: _issue_matches(fake, issue, f))
-    )
-
-
-def _comment_matches(fake: FakeLinear, comment: FakeComment, filt: dict[str, Any] | None) -> bool:
-    if not filt:
-        return True
-    parent_filter = filt.get("parent") or {}
-    if parent_filter.get("null") is not None and (comment.parent_id is None) != parent_filter["null"]:
-        return False
-    return (
-        _compare(comment.id, filt.get("id"))
-        and _compare(comment.created_at, filt.get("createdAt"), parse_ms)
-        and _compare(comment.updated_at, filt.get("updatedAt"), parse_ms)
-        and _compare(comment.parent_id, parent_filter.get("id"))
-        and (filt.get("issue") is None or _issue_matches(fake, fake.issues.get(comment.issue_id), filt["issue"]))
-        and _combined(filt, lambda f: _comment_matches(fake, comment, f))
-    )
-
-
-class _UserView:
-    def __init__(self, user: FakeUser) -> None:
-        self.user = user
-
-    def field(self, name: str, args: dict[str, Any], viewer: FakeUser) -> Any:
-        u = self.user
-        return {"id": u.id, "name": u.name, "displayName": u.name.split()[0].lower(), "email": u.email, "active": True}[
-            name
-        ]
-
-
-class _TeamView:
-    def __init__(self, fake: FakeLinear, team: FakeTeam, user: FakeUser) -> None:
-        self.fake, self.team, self.user = fake, team, user
-
-    def field(self, name: str, args: dict[str, Any], viewer: FakeUser) -> Any:
-        t = self.team
-        if name == "issueCount":
-            mine = [i for i in self.fake.issues.values() if i.team_id == t.id]
-            return len([i for i in mine if args.get("includeArchived") or (i.archived_at is None and not i.trashed)])
-        return {
-            "id": t.id,
-            "key": t.key,
-            "name": t.name,
-            "displayName": t.name,
-            "description": t.description or None,
-            "private": t.private,
-            "archivedAt": iso(t.archived_at),
-            "createdAt": iso(t.created_at),
-            "updatedAt": iso(t.updated_at),
-        }[name]
-
-
-class _IssueView:
-    def __init__(self, fake: FakeLinear, issue: FakeIssue, user: FakeUser) -> None:
-        self.fake, self.issue, self.user = fake, issue, user
-
-    def field(self, name: str, args: dict[str, Any], viewer: FakeUser) -> Any:
-        fake, i = self.fake, self.issue
-        users = fake.users
-        if name in ("relations", "inverseRelations"):
-            mine = [
-                r
-                for r in fake.relations.values()
-                if (r.issue_id if name == "relations" else r.related_id) == i.id
-                and r.issue_id in fake.issues
-                and r.related_id in fake.issues
-                and (args.get("includeArchived") or r.archived_at is None)
-            ]
-            return _connection(fake, mine, args, lambda r: _RelationView(fake, r, viewer))
-        if name == "labels":
-            labels = [_Label(fake.labels[n], n, i.created_at) for n in i.labels]
-            return _connection(fake, labels, args, lambda label: {"id": label.id, "name": label.name, "color": "#888"})
-        if name == "children":
-            kids = [c for c in fake.issues.values() if c.parent_id == i.id and _visible_issue(fake, viewer, c, args)]
-            kids = [c for c in kids if _issue_matches(fake, c, args.get("filter"))]
-            return _connection(fake, kids, args, lambda c: _IssueView(fake, c, viewer))
-        if name == "comments":
-            mine = [c for c in fake.comments.values() if c.issue_id == i.id and _visible_comment(fake, viewer, c, args)]
-            mine = [c for c in mine if _comment_matches(fake, c, args.get("filter"))]
-            return _connection(fake, mine, args, lambda c: _CommentView(fake, c, viewer))
-        if name == "parent":
-            parent = fake.issues.get(i.parent_id) if i.parent_id else None
-            return _IssueView(fake, parent, viewer) if parent is not None else None
-        if name == "team":
-            return _TeamView(fake, fake.teams[i.team_id], viewer)
-        if name in ("creator", "assignee"):
-            uid = i.creator_id if name == "creator" else i.assignee_id
-            return _UserView(users[uid]) if uid in users else None
-        if name == "state":
-            return {"id": f"state-{i.state}", "name": i.state, "type": STATES[i.state], "color": "#000"}
-        return {
-            "id": i.id,
-            "identifier": fake.identifier(i),
-            "number": float(i.number),
-            "title": i.title,
-            "description": i.description or None,
-            "url": fake.issue_url(i),
-            "priority": float(i.priority),
-            "priorityLabel": PRIORITY_LABELS[i.priority],
-            "createdAt": iso(i.created_at),
-            "updatedAt": iso(i.updated_at),
-            "archivedAt": iso(i.archived_at),
-            "trashed": True if i.trashed else None,
-            "canceledAt": None,
-            "completedAt": iso(i.updated_at) if STATES[i.state] == "completed" else None,
-            "dueDate": None,
-            "estimate": None,
-            "previousIdentifiers": list(i.previous_identifiers),
-        }[name]
-
-
-@dataclass
-class _Label:
-    id: str
-    name: str
-    created_at: int
-
-    @property
-    def updated_at(self) -> int:
-        return self.created_at
-
-
-class _RelationView:
-    def __init__(self, fake: FakeLinear, relation: FakeRelation, user: FakeUser) -> None:
-        self.fake, self.relation, self.user = fake, relation, user
-
-    def field(self, name: str, args: dict[str, Any], viewer: FakeUser) -> Any:
-        r = self.relation
-        if name in ("issue", "relatedIssue"):
-            return _IssueView(self.fake, self.fake.issues[r.issue_id if name == "issue" else r.related_id], viewer)
-        return {
-            "id": r.id,
-            "type": r.type,
-            "createdAt": iso(r.created_at),
-            "updatedAt": iso(r.updated_at),
-            "archivedAt": iso(r.archived_at),
-        }[name]
-
-
-class _CommentView:
-    def __init__(self, fake: FakeLinear, comment: FakeComment, user: FakeUser) -> None:
-        self.fake, self.comment, self.user = fake, comment, user
-
-    def field(self, name: str, args: dict[str, Any], viewer: FakeUser) -> Any:
-        fake, c = self.fake, self.comment
-        if name == "issue":
-            issue = fake.issues.get(c.issue_id)
-            return _IssueView(fake, issue, viewer) if issue is not None else None
-        if name == "parent":
-            parent = fake.comments.get(c.parent_id) if c.parent_id else None
-            return _CommentView(fake, parent, viewer) if parent is not None else None
-        if name == "user":
-            return _UserView(fake.users[c.user_id]) if c.user_id in fake.users else None
-        if name == "botActor":
-            return {"id": None, "name": c.bot_name, "type": "apiKey"} if c.bot_name else None
-        if name == "children":
-            kids = [k for k in fake.comments.values() if k.parent_id == c.id]
-            return _connection(fake, kids, args, lambda k: _CommentView(fake, k, viewer))
-        issue = fake.issues.get(c.issue_id)
-        base = fake.issue_url(issue) if issue is not None else "https://linear.app"
-        return {
-            "id": c.id,
-            "body": c.body,
-            "url": f"{base}#comment-{c.id[:8]}",
-            "createdAt": iso(c.created_at),
-            "updatedAt": iso(c.updated_at),
-            "editedAt": iso(c.edited_at),
-            "archivedAt": iso(c.archived_at),
-            "issueId": c.issue_id,
-            "parentId": c.parent_id,
-            "resolvedAt": None,
-        }[name]
-
-
 # ---- HTTP -----------------------------------------------------------------------------------------------
 
 
@@ -1032,120 +698,3 @@ def _handler(fake: FakeLinear) -> type[BaseHTTPRequestHandler]:
             self._answer(status, answer, headers)
 
     return Handler
-
-
-# ---- seeding ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Seeded:
-    """Ids of the seeded workspace that tests refer to (by role)."""
-
-    key: str
-    user: str
-    team: str
-    other_team: str
-    private_team: str
-    issues: dict[str, str]
-    comments: dict[str, str]
-    relations: dict[str, str]
-
-
-def seed_workspace(fake: FakeLinear, *, key: str = "lin_api_seeded_key", filler: int = 60) -> Seeded:
-    """A team with nested issues (ENG-1 > ENG-2 > ENG-3, ENG-1 > ENG-4), a relation of each type, comment
-    threads with replies, an archived and a trashed issue, `filler` more issues (pagination across pages),
-    a second public team and a private team the key's user is not a member of. Spread over the last 10
-    days, all in the past, so a sync after seeding sees it all and later changes are newer."""
-    now = time.time()
-    day = 86400.0
-    alice = fake.add_user("Alice Doe")
-    bob = fake.add_user("Bob Roe")
-    fake.add_api_key(key, alice)
-    eng = fake.add_team("ENG", "Engineering", description="Platform engineering", at=now - 30 * day)
-    ops = fake.add_team("OPS", "Operations", at=now - 30 * day)
-    sec = fake.add_team("SEC", "Security", private=True, at=now - 30 * day)
-    t = now - 10 * day
-    issues: dict[str, str] = {}
-    issues["epic"] = fake.add_issue(
-        eng, "Billing service migration", "Move **billing** to the new cluster.", state="In Progress",
-        priority=2, creator=alice, assignee=bob, labels=["migration"], at=t,
-    )  # fmt: skip
-    issues["child"] = fake.add_issue(
-        eng, "Migrate invoice rendering", "Invoices render through the new template engine.",
-        creator=bob, parent=issues["epic"], labels=["migration", "invoices"], at=t + 60,
-    )  # fmt: skip
-    issues["grandchild"] = fake.add_issue(
-        eng, "Port the PDF fonts", "The fonts live in the old asset bucket.", creator=bob,
-        parent=issues["child"], at=t + 120,
-    )  # fmt: skip
-    issues["child2"] = fake.add_issue(
-        eng, "Cut over the payment webhooks", "Webhooks point at the new endpoint.", state="Done",
-        creator=alice, parent=issues["epic"], at=t + 180,
-    )  # fmt: skip
-    issues["blocker"] = fake.add_issue(
-        eng, "Database failover drill", "Rehearse the failover before the cut-over.", priority=1,
-        creator=alice, at=t + 240,
-    )  # fmt: skip
-    issues["dupe"] = fake.add_issue(eng, "Invoices look wrong", "Same as the rendering work.", creator=bob, at=t + 300)
-    issues["similar"] = fake.add_issue(eng, "Receipt rendering", "Receipts use the old engine.", at=t + 360)
-    issues["related"] = fake.add_issue(
-        ops, "Provision the new cluster", "Capacity for billing.", creator=alice, at=t + 420
-    )
-    issues["archived"] = fake.add_issue(eng, "Old spike on caching", "Archived long ago.", at=t + 480)
-    issues["trashed"] = fake.add_issue(eng, "Accidental duplicate ticket", "Deleted by its author.", at=t + 540)
-    issues["secret"] = fake.add_issue(sec, "Rotate the signing keys", "Private team work.", at=t + 600)
-    relations = {
-        "blocks": fake.relate(issues["blocker"], issues["epic"], "blocks", at=t + 700),
-        "duplicate": fake.relate(issues["dupe"], issues["child"], "duplicate", at=t + 710),
-        "related": fake.relate(issues["epic"], issues["related"], "related", at=t + 720),
-        "similar": fake.relate(issues["similar"], issues["child"], "similar", at=t + 730),
-    }
-    comments: dict[str, str] = {}
-    comments["root"] = fake.add_comment(
-        issues["epic"], "Kick-off: the migration starts with invoices.", user=alice, at=t + 800
-    )
-    comments["reply"] = fake.add_comment(
-        issues["epic"], "Agreed, invoices first, then webhooks.", user=bob, parent=comments["root"], at=t + 860
-    )
-    comments["reply2"] = fake.add_comment(
-        issues["epic"], "I will pair on the fonts.", user=alice, parent=comments["root"], at=t + 920
-    )
-    comments["other"] = fake.add_comment(issues["child"], "Template engine chosen: Jinja.", bot="GitHub", at=t + 980)
-    comments["on_archived"] = fake.add_comment(issues["archived"], "Closing this spike.", user=bob, at=t + 1000)
-    for n in range(filler):
-        fake.add_issue(
-            eng if n % 3 else ops, f"Routine task {n}", f"Housekeeping item {n} about {FILLER[n % len(FILLER)]}.",
-            creator=alice if n % 2 else bob, at=t + 2000 + n * 600,
-        )  # fmt: skip
-    fake.archive_issue(issues["archived"])
-    fake.issues[issues["archived"]].archived_at = fake.issues[issues["archived"]].updated_at = fake.stamp(now - day)
-    fake.trash_issue(issues["trashed"])
-    fake.issues[issues["trashed"]].archived_at = fake.issues[issues["trashed"]].updated_at = fake.stamp(now - day + 1)
-    return Seeded(key, alice, eng, ops, sec, issues, comments, relations)
-
-
-FILLER = ["backups", "alerts", "dashboards", "on-call", "runbooks", "certificates", "quotas", "logs"]
-
-WORDS = [
-    "deploy", "release", "incident", "customer", "billing", "invoice", "latency", "database", "index", "query",
-    "cache", "migration", "roadmap", "design", "review", "budget", "security", "audit", "backup", "outage",
-]  # fmt: skip
-
-
-def seed_bulk(fake: FakeLinear, *, teams: int, issues: int, comments_per_issue: int, key: str) -> list[str]:
-    """The benchmark workspace: `issues` issues over `teams` teams, each with `comments_per_issue` comments
-    (every other one a reply), spread over the last 20 days. Returns the team ids."""
-    now, span = time.time() - 60, 20 * 86400.0
-    user = fake.add_user("Bench User")
-    fake.add_api_key(key, user)
-    team_ids = [fake.add_team(f"T{n:02d}", f"Team {n}", at=now - span - 60) for n in range(teams)]
-    for n in range(issues):
-        at = now - span + span * n / max(1, issues)
-        text = " ".join(WORDS[(n * 7 + k * 3) % len(WORDS)] for k in range(14))
-        iid = fake.add_issue(team_ids[n % teams], f"Task {n}: {text[:40]}", f"Issue {n}: {text}.", creator=user, at=at)
-        parent: str | None = None
-        for c in range(comments_per_issue):
-            body = f"Comment {c} on task {n}: {' '.join(reversed(text.split()))}."
-            cid = fake.add_comment(iid, body, user=user, parent=parent, at=at + 1 + c)
-            parent = cid if c % 2 == 0 else None
-    return team_ids

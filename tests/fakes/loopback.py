@@ -8,6 +8,7 @@ import json
 import sys
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -74,11 +75,11 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
-class RestHandler(JsonHandler):
-    """A JSON handler that serves GET and POST through one `_serve(verb)`."""
+class RestHandler(JsonHandler, ABC):
+    """A JSON handler that serves GET and POST through one `_serve(verb)`, which each fake defines."""
 
-    def _serve(self, verb: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def _serve(self, verb: str) -> None: ...
 
     def do_GET(self) -> None:
         self._serve("GET")

@@ -28,7 +28,8 @@ from ctxstore.ports.connector_provider import (
     TokenExpired,
     TransientProviderError,
 )
-from tests.fakes.github_api import FakeGitHub, seed_large_repo, seed_small_repo
+from tests.fakes.github_api import FakeGitHub
+from tests.fakes.github_seed import seed_large_repo, seed_small_repo
 from tests.support.provider_context import ContextRecorder
 
 DAY = 86400

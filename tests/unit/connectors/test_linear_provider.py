@@ -31,7 +31,8 @@ from ctxstore.ports.connector_provider import (
     TokenExpired,
     TransientProviderError,
 )
-from tests.fakes.linear_api import SCHEMA_SDL, FakeLinear, Seeded, seed_workspace
+from tests.fakes.linear_api import SCHEMA_SDL, FakeLinear
+from tests.fakes.linear_seed import Seeded, seed_workspace
 from tests.support.provider_context import ContextRecorder
 
 DAY = 86400.0

@@ -26,7 +26,9 @@ from ctxstore.ports.connector_provider import (
     SyncRequest,
     TokenExpired,
 )
-from tests.fakes.notion_api import DAY, FakeNotion, Wiki, para, seed_wiki
+from tests.fakes.notion_api import DAY, FakeNotion
+from tests.fakes.notion_blocks import para
+from tests.fakes.notion_seed import Wiki, seed_wiki
 from tests.support.provider_context import ContextRecorder
 
 TOKEN = "ntn_provider_secret"
