@@ -35,7 +35,7 @@ class QueueSpec:
 
 class LocalRunner:
     def __init__(
-        self, queue: WorkQueue, specs: list[QueueSpec], *, threads: int = 2, idle_sleep_s: float = 0.05
+        self, queue: WorkQueue, specs: list[QueueSpec], *, threads: int = 2, idle_sleep_s: float = 1.0
     ) -> None:
         self._queue = queue
         self._specs = specs

@@ -12,7 +12,7 @@ its best score instead, so every hit keeps a non-zero score for weights and rece
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -48,8 +48,9 @@ def _normaliser(lanes: Iterable[LaneHits], lane: str) -> Callable[[float], float
     if len(scores) < MIN_Z_SAMPLE:
         best = max(scores, default=0.0)
         return lambda s: max(s, 0.0) / best if best > 0 else 0.0
-    mean = statistics.fmean(scores)
-    std = statistics.pstdev(scores, mean) or 1.0
+    # math, not statistics: pstdev's exact rational arithmetic cost ~1 ms per query for 200 scores.
+    mean = math.fsum(scores) / len(scores)
+    std = math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores)) or 1.0
     return lambda s: max(0.0, (s - mean) / std)
 
 

@@ -488,6 +488,8 @@ class GraphService:
                 rank = chunk_rank.get(cid, len(chunk_rank))
                 conf = sum(float(r.properties.get("confidence") or 0) for _, _, r in triples) / len(triples)
                 chunk_groups.append(_path_group([cid], triples, conf / (1 + rank)))
+            if not eids:  # nothing to expand from: spare the graph engine a round trip
+                continue
             for a, b, r in self.entities.neighbour_edges(request.org, graph, sorted(eids), 4 * request.max_groups):
                 text = " ".join(
                     str(x) for x in (a.properties.get("name"), b.properties.get("name"), r.properties.get("context"))

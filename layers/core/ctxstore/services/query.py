@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -35,6 +36,7 @@ from ctxstore.services.query_request import QueryRequest, build_request
 RECENCY_HALF_LIFE_S = 30 * 86400.0  # a 30-day-old item gets half the recency boost of a new one
 MAX_FORCEFUL_CHUNKS = 50
 FORCEFUL_CHUNKS_PER_ITEM = 3
+_GRAPH_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctxstore-graph-context")
 _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
 
 
@@ -166,6 +168,11 @@ class QueryService:
         if req.recency_bias > 0:
             pool = self._recency(pool, docs, req.recency_bias)
         top = [c for c in pool if c.chunk_id in docs][: req.max_results]
+        want_graph = answer.mode == "thinking" if req.mode == "auto" else req.graph_context
+        # The graph engine's round trip runs beside the record lookups and rendering below.
+        graph: Future[dict[str, Any] | None] | None = None
+        if want_graph and self.graph_context is not None:
+            graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
         records = self._records(org, req.database, top)
         additional: dict[str, dict[str, Any]] = {}
         chunks = []
@@ -201,23 +208,31 @@ class QueryService:
                 "type": req.type,
             },
         }
-        want_graph = answer.mode == "thinking" if req.mode == "auto" else req.graph_context
-        if want_graph and self.graph_context is not None:
-            for store in req.stores:
-                in_store = [c for c in top if c.store == store]
-                gc = self.graph_context.graph_context(
-                    GraphContextRequest(
-                        org=org,
-                        database=req.database,
-                        collections=list(req.collections),
-                        store=store,
-                        query=req.query,
-                        chunk_ids=[c.chunk_id for c in in_store],
-                        item_ids=list(dict.fromkeys(c.item_id for c in in_store)),
-                    )
-                )
-                data["graph_context"] = _merge_graph(data.get("graph_context"), gc)
+        if graph is not None:
+            gc = graph.result()
+            if gc is not None:
+                data["graph_context"] = gc
         return data
+
+    def _graph_context(self, org: str, req: QueryRequest, top: Sequence[Candidate]) -> dict[str, Any] | None:
+        assert self.graph_context is not None
+        merged: dict[str, Any] | None = None
+        for store in req.stores:
+            in_store = [c for c in top if c.store == store]
+            gc = self.graph_context.graph_context(
+                GraphContextRequest(
+                    org=org,
+                    database=req.database,
+                    # Only graphs that hold a retrieved chunk can relate one (one graph per collection).
+                    collections=list(dict.fromkeys(c.collection for c in in_store)),
+                    store=store,
+                    query=req.query,
+                    chunk_ids=[c.chunk_id for c in in_store],
+                    item_ids=list(dict.fromkeys(c.item_id for c in in_store)),
+                )
+            )
+            merged = _merge_graph(merged, gc)
+        return merged
 
     def _records(self, org: str, database: str, top: Sequence[Candidate]) -> dict[tuple[str, str, str], dict[str, Any]]:
         out: dict[tuple[str, str, str], dict[str, Any]] = {}

@@ -25,9 +25,8 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
 from __future__ import annotations
 
 import json
-import math
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
@@ -56,9 +56,6 @@ BM25_B = 0.75
 # SciFact (~250 words per abstract) keeps 0.75.
 SHORT_TEXT_TOKENS = 64
 BM25_B_SHORT = 0.0
-# FTS5's own bm25() constants (fixed in SQLite): only used to read term frequencies back from its scores.
-_FTS5_K1 = 1.2
-_FTS5_B = 0.75
 MAX_QUERY_TERMS = 64
 # An OR query whose terms' postings add up past this drops its most common terms (keeping at least
 # two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
@@ -204,6 +201,7 @@ class SqliteSearchIndex:
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
+        self._lengths = kp.ChunkLengths()
 
     def _migrate_keywords(self) -> None:
         """Index files written before per-scope keyword statistics: drop the table-wide FTS5 index, derive
@@ -225,7 +223,10 @@ class SqliteSearchIndex:
                 conn.execute("DROP TRIGGER IF EXISTS chunks_ai")
                 conn.execute("DROP TRIGGER IF EXISTS chunks_ad")
                 conn.execute("DROP TABLE chunks_fts")
+            conn.execute(kp.DF_TABLE)
             if "kw_fts" in tables:
+                if "kw_df" not in tables:  # written before document frequencies had their own table
+                    kp.fill_doc_freqs(conn)
                 return
             rows = conn.execute(
                 "SELECT id, org, database, store, collection, title, text FROM chunks WHERE kw_len IS NULL"
@@ -246,6 +247,7 @@ class SqliteSearchIndex:
             for statement in _KW_SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO kw_fts (kw_fts) VALUES ('rebuild')")
+            kp.fill_doc_freqs(conn)
 
     def close(self) -> None:
         self._db.close()
@@ -286,10 +288,14 @@ class SqliteSearchIndex:
 
     def _delete_rows(self, conn: Connection, where: str, params: Sequence[Any], delta: _Delta) -> int:
         rows = conn.execute(
-            f"DELETE FROM chunks WHERE {where} RETURNING id, org, database, store, dim, kw_scope, kw_len", params
+            f"DELETE FROM chunks WHERE {where} RETURNING id, org, database, store, dim, kw_scope, kw_len,"
+            " kw_title, kw_text",
+            params,
         ).fetchall()
         removed: dict[int, tuple[int, int]] = {}
-        for rowid, org, database, store, dim, sid, length in rows:
+        gone: Counter[str] = Counter()
+        for rowid, org, database, store, dim, sid, length, kw_title, kw_text in rows:
+            gone.update(kp.row_tokens(kw_title, kw_text))
             key = (org, database, store)
             self._bump(conn, key, delta)
             if dim is not None:
@@ -298,6 +304,7 @@ class SqliteSearchIndex:
                 n, t = removed.get(int(sid), (0, 0))
                 removed[int(sid)] = (n - 1, t - int(length or 0))
         self._count(conn, removed)
+        kp.change_doc_freqs(conn, Counter({token: -n for token, n in gone.items()}))
         return len(rows)
 
     @staticmethod
@@ -343,12 +350,15 @@ class SqliteSearchIndex:
                 ids = json.dumps(list(latest))
                 self._delete_rows(conn, "org=? AND chunk_id IN (SELECT value FROM json_each(?))", (org, ids), delta)
                 added: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+                tokens: Counter[str] = Counter()
                 for c, dim, blob, (title_terms, text_terms) in prepared:
                     sid = self._scope_id(conn, org, c.database, c.store, c.collection)
                     code = kt.scope_code(sid)
                     length = len(title_terms) + len(text_terms)
                     added[sid][0] += 1
                     added[sid][1] += length
+                    scoped_title, scoped_text = kt.scoped(code, title_terms), kt.scoped(code, text_terms)
+                    tokens.update(kp.row_tokens(scoped_title, scoped_text))
                     (rowid,) = conn.execute(
                         "INSERT INTO chunks (org, database, collection, store, item_id, chunk_id, title, text, scope,"
                         " source_type, metadata, additional_metadata, created_at, position, dim, vector,"
@@ -371,8 +381,8 @@ class SqliteSearchIndex:
                             dim,
                             blob,
                             sid,
-                            kt.scoped(code, title_terms),
-                            kt.scoped(code, text_terms),
+                            scoped_title,
+                            scoped_text,
                             length,
                         ),
                     ).fetchone()
@@ -381,6 +391,7 @@ class SqliteSearchIndex:
                     if c.vector is not None:
                         delta.added[key].append((int(rowid), c.collection, np.asarray(c.vector, dtype=np.float32)))
                 self._count(conn, {sid: (n, t) for sid, (n, t) in added.items()})
+                kp.change_doc_freqs(conn, tokens)
             self._apply(delta)
 
     @staticmethod
@@ -456,10 +467,8 @@ class SqliteSearchIndex:
         """This thread's connection, with the vocabulary tables that read document frequencies and postings."""
         conn = self._db.conn
         if not getattr(self._vocab_ready, "done", False):
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, kw_fts, 'row')")
-            conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_postings USING fts5vocab(main, kw_fts, 'instance')"
-            )
+            for statement in kp.VOCAB_TABLES:
+                conn.execute(statement)
             self._vocab_ready.done = True
         return conn
 
@@ -481,14 +490,6 @@ class SqliteSearchIndex:
                 (org, flt.database, flt.store),
             )
         ]
-
-    @staticmethod
-    def _doc_freqs(conn: Connection, tokens: list[str]) -> dict[str, int]:
-        """Rows holding each scoped token (one collection's postings each)."""
-        rows = conn.execute(
-            "SELECT term, doc FROM temp.kw_rows WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(tokens),)
-        ).fetchall()
-        return {str(t): int(d) for t, d in rows}
 
     @staticmethod
     def _prune(terms: list[str], df: dict[str, int]) -> list[str]:
@@ -545,11 +546,10 @@ class SqliteSearchIndex:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
         """Every matching row of the scope and its bm25, from the scope's statistics only.
 
-        FTS5 reports, per row and scoped token, bm25() with table-wide statistics (the documented formula:
-        idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl))).
-        With the table's N and token total (the sums of kw_scopes, kept in the same transactions as the
-        index) and the row's length, that gives back the row's weighted term frequency, an integer: it is
-        rounded, so the score below is a function of the scope's data alone, bit for bit.
+        The formula is FTS5's (idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times
+        tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl)), tf weighted by column), with N, n and avgdl of the
+        queried collections: document counts and lengths from `kw_scopes`, document frequencies from
+        `kw_df`, term frequencies and lengths per row (keyword_postings.py), all in the caller's snapshot.
         """
         scopes = self._scopes(conn, org, flt)
         if not scopes:
@@ -557,7 +557,7 @@ class SqliteSearchIndex:
         docs = sum(n for _, n, _ in scopes)
         avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
         codes = [kt.scope_code(sid) for sid, _, _ in scopes]
-        df_scoped = self._doc_freqs(conn, [c + t for c in codes for t in q.terms])
+        df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
         df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
         if q.required and any(df.get(t, 0) == 0 for t in q.required):
             return None  # and/phrase: a required word occurs nowhere in scope
@@ -566,50 +566,42 @@ class SqliteSearchIndex:
             terms = self._prune(terms, df)
         if not terms:
             return None
-        n_table, tokens_table = conn.execute("SELECT sum(docs), sum(tokens) FROM kw_scopes").fetchone()
-        avgdl_table = tokens_table / n_table
         must: set[int] | None = None
         if q.required:
             match = _match_expression(codes, q)
             must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
-        per_term: list[tuple[int, npt.NDArray[np.float64], float]] = []
+        per_term: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
         for i, term in enumerate(terms):
             for code in codes:
-                n_hit = df_scoped.get(code + term, 0)
-                if not n_hit:
-                    continue
-                rows = conn.execute(
-                    "SELECT f.rowid, -bm25(kw_fts, ?, ?), c.kw_len FROM kw_fts AS f"
-                    " JOIN chunks AS c INDEXED BY chunks_kw_len ON c.id = f.rowid WHERE kw_fts MATCH ?",
-                    (TITLE_WEIGHT, TEXT_WEIGHT, f'"{code}{term}"'),
-                ).fetchall()
-                if rows:
-                    idf_table = max(math.log((n_table - n_hit + 0.5) / (n_hit + 0.5)), 1e-6)
-                    per_term.append((i, np.asarray(rows, dtype=np.float64), idf_table))
+                if df_scoped.get(code + term, 0):
+                    ids, tfs = kp.postings(conn, code + term, TITLE_WEIGHT, TEXT_WEIGHT)
+                    if ids.size:
+                        per_term.append((i, ids, tfs))
         if not per_term:
             return None
-        every = np.concatenate([a for _, a, _ in per_term])
-        rowids, first = np.unique(every[:, 0].astype(np.int64), return_index=True)
-        dl = every[first, 2]
-        keep: npt.NDArray[np.bool_] | None = None
+        rowids = np.unique(np.concatenate([ids for _, ids, _ in per_term]))
         if must is not None:
-            keep = np.fromiter((int(r) in must for r in rowids), dtype=np.bool_, count=rowids.size)
-        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
-        for i, arr, idf_table in per_term:
-            pos = np.searchsorted(rowids, arr[:, 0].astype(np.int64))
-            k_table = _FTS5_K1 * (1.0 - _FTS5_B + _FTS5_B * arr[:, 2] / avgdl_table)
-            c_table = idf_table * (_FTS5_K1 + 1.0)
-            tf[pos, i] = np.rint(arr[:, 1] * k_table / np.maximum(c_table - arr[:, 1], 1e-300))
-        if keep is not None:
-            rowids, dl, tf = rowids[keep], dl[keep], tf[keep]
+            rowids = rowids[np.isin(rowids, np.fromiter(must, dtype=np.int64, count=len(must)))]
             if rowids.size == 0:
                 return None
+        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
+        for i, ids, tfs in per_term:
+            pos = np.searchsorted(rowids, ids)
+            inside = pos < rowids.size
+            inside[inside] = rowids[pos[inside]] == ids[inside]
+            tf[pos[inside], i] = tfs[inside]
+        dl = self._lengths.lengths(conn, rowids, int(self._live_rows(conn)))
         n_t = np.array([df[t] for t in terms], dtype=np.float64)
         idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
         b = BM25_B_SHORT if avgdl < SHORT_TEXT_TOKENS else BM25_B
         norm = BM25_K1 * (1.0 - b + b * dl / avgdl)
         scores = (idf * tf * (BM25_K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
         return rowids, scores
+
+    @staticmethod
+    def _live_rows(conn: Connection) -> int:
+        (n,) = conn.execute("SELECT coalesce(sum(docs), 0) FROM kw_scopes").fetchone()
+        return int(n)
 
     def _generation(self, key: ScopeKey) -> int:
         row = self._db.conn.execute(
@@ -678,10 +670,13 @@ class SqliteSearchIndex:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
             view = cache.view(approximate=cache.n >= self._approx_min_rows)
-            codes = [cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes]
+            codes = {cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes}
+            n_codes = len(cache.coll_codes)
         mask = view.alive
-        if flt.collections:
-            mask &= np.isin(view.coll, np.asarray(codes, dtype=np.int32))
+        if flt.collections and len(codes) < n_codes:  # a lookup table: np.isin sorts (1 ms at 100k rows)
+            wanted = np.zeros(n_codes, dtype=np.bool_)
+            wanted[list(codes)] = True
+            mask &= wanted[view.coll]
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
@@ -691,13 +686,10 @@ class SqliteSearchIndex:
         )
         if rowids.size == 0:
             return []
-        found = {
-            int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
-            for r in self._db.conn.execute(
-                "SELECT id, chunk_id, item_id, collection FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([int(x) for x in rowids]),),
-            ).fetchall()
-        }
+        # The best `limit` rows first; the spares only when some of those were deleted since the snapshot.
+        found = self._hit_rows(rowids[:limit])
+        if len(found) < min(limit, rowids.size):
+            found.update(self._hit_rows(rowids[limit:]))
         hits: list[Hit] = []
         for rowid, score in zip(rowids, scores, strict=True):
             meta = found.get(int(rowid))
@@ -706,6 +698,17 @@ class SqliteSearchIndex:
                 if len(hits) == limit:
                     break
         return hits
+
+    def _hit_rows(self, rowids: npt.NDArray[np.int64]) -> dict[int, tuple[str, str, str]]:
+        if rowids.size == 0:
+            return {}
+        return {
+            int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
+            for r in self._db.conn.execute(
+                "SELECT id, chunk_id, item_id, collection FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([int(x) for x in rowids]),),
+            ).fetchall()
+        }
 
     _CHUNK_COLUMNS = (
         "chunk_id, item_id, database, collection, store, text, vector, title, source_type,"

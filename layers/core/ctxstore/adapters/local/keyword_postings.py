@@ -1,0 +1,144 @@
+"""What the keyword lane reads besides FTS5's doclists: document frequencies, term frequencies, lengths.
+
+Reading a term's postings through FTS5's bm25() costs two B-tree lookups per matching row (its column
+sizes, and the row's length from `chunks`), and fts5vocab's 'row' table counts a term's documents by
+walking its whole doclist. At 100k chunks that was 15 of the keyword lane's 20 ms (docs/benchmarks.md,
+issue 15). Instead:
+
+- `kw_df` holds each scoped token's document count, kept in the writes' own transactions, so a search
+  reads its statistics in the same snapshot as the postings;
+- a token's postings come from fts5vocab 'instance' (row, column per occurrence), concatenated by
+  SQLite into one string per column and parsed by numpy, then summed into weighted term frequencies
+  (the same integers FTS5's bm25() weighs: title occurrences count TITLE_WEIGHT, text ones TEXT_WEIGHT);
+- chunk lengths come from `ChunkLengths`, an in-memory map from row id to length. A row's keyword
+  length never changes (an upsert deletes and inserts a new row) and row ids are never reused
+  (AUTOINCREMENT), so an entry can go stale only by its row being deleted, and then no posting names it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from sqlite3 import Connection
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+DF_TABLE = "CREATE TABLE IF NOT EXISTS kw_df (token TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID"
+# Per connection: fts5vocab tables over the keyword index (temp: they are views of main's kw_fts).
+VOCAB_TABLES = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, kw_fts, 'row')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_postings USING fts5vocab(main, kw_fts, 'instance')",
+)
+
+
+def row_tokens(kw_title: str | None, kw_text: str | None) -> set[str]:
+    """The distinct scoped tokens of one row (each counts once towards its document frequency)."""
+    return set((kw_title or "").split()) | set((kw_text or "").split())
+
+
+def change_doc_freqs(conn: Connection, change: Counter[str]) -> None:
+    """Add the counts (negative for deleted rows) in the caller's transaction; drop tokens left at zero."""
+    deltas = [(token, n) for token, n in change.items() if n]
+    if not deltas:
+        return
+    conn.executemany(
+        "INSERT INTO kw_df (token, docs) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET docs = docs + excluded.docs",
+        deltas,
+    )
+    gone = [token for token, n in deltas if n < 0]
+    if gone:
+        conn.execute(
+            "DELETE FROM kw_df WHERE docs <= 0 AND token IN (SELECT value FROM json_each(?))", (json.dumps(gone),)
+        )
+
+
+def fill_doc_freqs(conn: Connection) -> None:
+    """Derive `kw_df` from the index itself (files written before it existed), in the caller's transaction."""
+    for statement in VOCAB_TABLES:
+        conn.execute(statement)
+    conn.execute("DELETE FROM kw_df")
+    conn.execute("INSERT INTO kw_df (token, docs) SELECT term, doc FROM temp.kw_rows WHERE doc > 0")
+
+
+def doc_freqs(conn: Connection, tokens: Iterable[str]) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT token, docs FROM kw_df WHERE token IN (SELECT value FROM json_each(?))", (json.dumps(list(tokens)),)
+    ).fetchall()
+    return {str(t): int(d) for t, d in rows}
+
+
+def _ints(joined: str | None) -> IntArray:
+    if not joined:
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(np.fromstring(joined, dtype=np.int64, sep=","), dtype=np.int64)
+
+
+def postings(conn: Connection, token: str, title_weight: float, text_weight: float) -> tuple[IntArray, FloatArray]:
+    """(row ids, weighted term frequencies) of one scoped token; row ids ascending."""
+    rows, in_title = conn.execute(
+        "SELECT group_concat(doc), group_concat(col = 'kw_title') FROM temp.kw_postings WHERE term = ?", (token,)
+    ).fetchone()
+    docs = _ints(rows)
+    if docs.size == 0:
+        return docs, np.zeros(0, dtype=np.float64)
+    weights = np.where(_ints(in_title) == 1, title_weight, text_weight)
+    ids, inverse = np.unique(docs, return_inverse=True)
+    return ids, np.bincount(inverse, weights=weights, minlength=ids.size).astype(np.float64)
+
+
+class ChunkLengths:
+    """Keyword length by row id, loaded once and extended with the rows a search meets first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: IntArray = np.zeros(0, dtype=np.int64)  # ascending
+        self._lens: FloatArray = np.zeros(0, dtype=np.float64)
+        self._loaded = False
+
+    def lengths(self, conn: Connection, rowids: IntArray, live_rows: int) -> FloatArray:
+        """Lengths of `rowids` (ascending, every one alive in the caller's snapshot)."""
+        with self._lock:
+            # Deleted rows' entries are garbage: reload when they outnumber the live rows.
+            if not self._loaded or self._ids.size > 2 * live_rows + 4096:
+                self._ids, self._lens = self._read(conn, None)
+                self._loaded = True
+            ids, lens = self._ids, self._lens
+        pos = np.minimum(np.searchsorted(ids, rowids), max(ids.size - 1, 0))
+        found = ids[pos] == rowids if ids.size else np.zeros(rowids.size, dtype=np.bool_)
+        if found.all():
+            return lens[pos]
+        new_ids, new_lens = self._read(conn, rowids[~found])
+        with self._lock:
+            merged = np.concatenate([self._ids, new_ids])
+            order = np.argsort(merged, kind="stable")
+            merged = merged[order]
+            keep = np.ones(merged.size, dtype=np.bool_)
+            keep[1:] = merged[1:] != merged[:-1]
+            self._ids = merged[keep]
+            self._lens = np.concatenate([self._lens, new_lens])[order][keep]
+            ids, lens = self._ids, self._lens
+        pos = np.searchsorted(ids, rowids)
+        if pos.size and (pos.max() >= ids.size or not np.array_equal(ids[pos], rowids)):
+            raise LookupError("a posting names a row that is not in the index")
+        return lens[pos]
+
+    @staticmethod
+    def _read(conn: Connection, rowids: IntArray | None) -> tuple[IntArray, FloatArray]:
+        if rowids is None:
+            ids, lens = conn.execute(
+                "SELECT group_concat(id), group_concat(kw_len) FROM"
+                " (SELECT id, kw_len FROM chunks INDEXED BY chunks_kw_len WHERE kw_len IS NOT NULL ORDER BY id)"
+            ).fetchone()
+        else:
+            ids, lens = conn.execute(
+                "SELECT group_concat(id), group_concat(kw_len) FROM (SELECT id, kw_len FROM chunks"
+                " INDEXED BY chunks_kw_len WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id)",
+                (json.dumps([int(x) for x in rowids]),),
+            ).fetchone()
+        return _ints(ids), _ints(lens).astype(np.float64)
