@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ctxstore.config import Settings
 from ctxstore.ports.extractor import Extractor
+from ctxstore.ports.work_queue import WorkSignal
 from ctxstore.ports.workflow import WorkflowStarter
 from ctxstore.services.container import Container, Options
 
@@ -180,6 +181,13 @@ def recover_local(c: Container) -> int:
     from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 
     return c.queue.release_leases() if isinstance(c.queue, SqliteWorkQueue) else 0
+
+
+def local_work_signal(c: Container) -> WorkSignal | None:
+    """The local queue's in-process wake-up for `serve`'s runners (None on other queues: they poll)."""
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+
+    return c.queue.signal if isinstance(c.queue, SqliteWorkQueue) else None
 
 
 def build_aws(settings: Settings) -> Container:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from ctxstore.bootstrap import build_container, recover_local
+from ctxstore.bootstrap import build_container, local_work_signal, recover_local
 from ctxstore.config import Settings
 from ctxstore.domain.api_keys import parse_duration
 from ctxstore.services.registry import build_services
@@ -64,13 +64,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if released:
         logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
-    runner = LocalRunner(container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers)
+    wake = local_work_signal(container)
+    runner = LocalRunner(
+        container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers, wake=wake
+    )
     runner.start()
     # Connector syncs: their own runner (a long chunk never holds an ingestion worker) and the scheduler
     # thread that queues due syncs from the persisted next_sync_at.
     connectors = services.connectors
     assert connectors is not None
-    sync_runner = LocalRunner(container.queue, [connector_spec(connectors)], threads=settings.connector_workers)
+    sync_runner = LocalRunner(
+        container.queue, [connector_spec(connectors)], threads=settings.connector_workers, wake=wake
+    )
     sync_runner.start()
     scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connector_tick_s)
     scheduler.start()

@@ -183,3 +183,36 @@ def test_metadata_merges_never_lose_keys_on_chunks(app: LocalApp) -> None:
     assert len(docs) >= 2
     for d in docs:
         assert {"a", "b"} <= set(d.additional_metadata), d.additional_metadata
+
+
+def test_a_job_claimed_before_its_record_is_written_waits_for_the_accept(app: LocalApp) -> None:
+    """A worker woken by the enqueue can claim the job while the accept (holding the item's lock) has not
+    written the record yet: the first attempt waits for that lock instead of failing into a retry."""
+    from ctxstore.ports.records import Put
+    from ctxstore.services.items import ITEM, new_version
+
+    org = _org(app)
+    _accept(app, "the first version of the note")
+    p = ingest_pipeline(app.services)
+    later = new_version()
+    holding = threading.Event()
+
+    def slow_accept() -> None:
+        with app.services.items.lock(org, REF):
+            holding.set()
+            time.sleep(0.3)
+            rec = app.services.items.get(org, REF)
+            assert rec is not None
+            app.container.records.put(
+                org, Put(ITEM, REF.pk, REF.item_id, dict(rec.data, version=later), if_version=rec.version)
+            )
+
+    accept = threading.Thread(target=slow_accept)
+    accept.start()
+    assert holding.wait(5)
+    p.run(org, REF, later, attempt=1)  # before the fix: TransientError("item record not updated yet")
+    accept.join()
+    rec = app.services.items.get(org, REF)
+    assert rec is not None and rec.data["version"] == later
+    assert rec.data["status"] in ("graph_creation", "completed")
+    assert [t.endswith("the first version of the note") for t in _indexed_texts(app, org)] == [True]

@@ -131,3 +131,41 @@ def test_a_background_queue_never_takes_more_threads_than_allowed(tmp_path: Path
     finally:
         runner.stop()
     assert q.pending("graph") == 0 and peak[0] == 1
+
+
+def test_a_queued_job_wakes_an_idle_worker_before_its_poll(tmp_path: Path) -> None:
+    """With the queue's signal an idle worker starts new work at once; without it, at its next poll."""
+    import threading
+    import time
+
+    for wake in (True, False):
+        q = _queue(tmp_path / str(wake))
+        started = threading.Event()
+        runner = LocalRunner(
+            q,
+            [QueueSpec("q", lambda job, started=started: started.set())],
+            threads=1,
+            idle_sleep_s=5.0,
+            wake=q.signal if wake else None,
+        )
+        runner.start()
+        try:
+            time.sleep(0.3)  # the worker found nothing and is idle
+            t0 = time.monotonic()
+            q.enqueue("o", "q", "j", {})
+            ran = started.wait(1.0)
+            assert ran is wake, f"wake={wake}: ran={ran} after {time.monotonic() - t0:.2f}s"
+        finally:
+            runner.stop()
+
+
+def test_stop_wakes_an_idle_worker(tmp_path: Path) -> None:
+    import time
+
+    q = _queue(tmp_path)
+    runner = LocalRunner(q, [QueueSpec("q", lambda job: None)], threads=2, idle_sleep_s=30.0, wake=q.signal)
+    runner.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    runner.stop(timeout=5.0)
+    assert time.monotonic() - t0 < 2.0

@@ -309,6 +309,11 @@ class IngestPipeline:
 
     def _load(self, org: str, ref: ItemRef, version: str, attempt: int) -> dict[str, Any]:
         rec = self._items.get(org, ref)
+        if attempt == 1 and (rec is None or str(rec.data.get("version")) < version):
+            # A worker woken by the enqueue can get here before the accept, which holds the item's lock,
+            # writes the record: wait for that lock once rather than retry a second later.
+            with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
+                rec = self._items.get(org, ref)
         if rec is None:
             # The accept step writes the record right after starting the job; past the first retry a
             # missing record means the item was deleted (or its accept never finished).

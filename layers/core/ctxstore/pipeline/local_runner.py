@@ -10,7 +10,7 @@ from typing import Literal
 
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
-from ctxstore.ports.work_queue import Job, WorkQueue
+from ctxstore.ports.work_queue import Job, WorkQueue, WorkSignal
 
 log = logging.getLogger("ctxstore.runner")
 
@@ -35,9 +35,18 @@ class QueueSpec:
 
 class LocalRunner:
     def __init__(
-        self, queue: WorkQueue, specs: list[QueueSpec], *, threads: int = 2, idle_sleep_s: float = 1.0
+        self,
+        queue: WorkQueue,
+        specs: list[QueueSpec],
+        *,
+        threads: int = 2,
+        idle_sleep_s: float = 1.0,
+        wake: WorkSignal | None = None,
     ) -> None:
+        """`idle_sleep_s` is the poll of an idle worker; with `wake` (the queue's in-process signal) a job
+        queued in this process starts at once, so the poll only finds retries, expired leases and others'."""
         self._queue = queue
+        self._wake = wake
         self._specs = specs
         self._threads = max(1, threads)
         self._idle = idle_sleep_s
@@ -58,6 +67,8 @@ class LocalRunner:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        if self._wake is not None:
+            self._wake.notify()
         for t in self._workers:
             t.join(timeout)
         self._workers.clear()
@@ -108,6 +119,7 @@ class LocalRunner:
     def _loop(self) -> None:
         backoff = 0.0
         while not self._stop.is_set():
+            seen = self._wake.generation if self._wake is not None else 0
             try:
                 ran = self.run_once()
                 backoff = 0.0
@@ -122,7 +134,10 @@ class LocalRunner:
                 log.exception("worker loop error")
                 ran = 0
             if ran == 0:
-                self._stop.wait(self._idle)
+                if self._wake is not None:
+                    self._wake.wait(seen, self._idle)
+                else:
+                    self._stop.wait(self._idle)
 
     def run_job(self, spec: QueueSpec, job: Job) -> Outcome:
         """Run one job already claimed (or handed over by a trigger, as SQS does): its outcome."""

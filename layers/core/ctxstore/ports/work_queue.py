@@ -7,6 +7,7 @@ dedup key of a retried request).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,3 +40,31 @@ class WorkQueue(Protocol):
         ...
 
     def pending(self, queue: str) -> int: ...
+
+
+class WorkSignal:
+    """Wakes idle workers of this process when a job is queued, instead of at their next poll.
+
+    Workers still poll (delayed retries, expired leases and other processes' jobs are only found that
+    way), so the poll can be slow and idle workers cost nothing, while new work starts at once.
+    A generation number closes the gap between a worker's empty claim and its wait: a job queued
+    in between has moved the generation, and the wait returns at once.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def notify(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Return once the generation has moved past `seen`, or after `timeout` seconds."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._generation != seen, timeout)

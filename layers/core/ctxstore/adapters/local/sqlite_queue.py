@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
-from ctxstore.ports.work_queue import Job
+from ctxstore.ports.work_queue import Job, WorkSignal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -31,6 +31,7 @@ CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, state, run_at);
 class SqliteWorkQueue:
     def __init__(self, db: SqliteDb) -> None:
         self._db = db
+        self.signal = WorkSignal()  # this process's idle workers wake when a job is queued here
         db.executescript(_SCHEMA)
 
     def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
@@ -44,7 +45,9 @@ class SqliteWorkQueue:
                 " VALUES (?,?,?,?, 'ready', ?, 0, ?)",
                 (queue, job_id, org, json.dumps(payload), now + delay_s, now),
             )
-            return True
+        if delay_s <= 0:
+            self.signal.notify()  # after the commit: a woken worker's claim sees the job
+        return True
 
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         now = time.time()
