@@ -22,7 +22,7 @@ from typing import Any, cast
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.ports.search_index import ChunkDoc, Store
-from ctxstore.retrieval import thinking
+from ctxstore.retrieval import feedback, thinking
 from ctxstore.retrieval.fusion import Candidate, LaneHits, fuse, ranked
 from ctxstore.retrieval.graph_context import GraphContextRequest, GraphContextSource
 from ctxstore.retrieval.hybrid import HybridRetriever, RetrievalScope
@@ -113,6 +113,9 @@ class QueryService:
             choice = choose_alpha(req.query, kw_hits, vec_hits)
             alpha, alpha_reason = choice.alpha, f"auto: {choice.reason}"
         fused = self._score(fuse(first.lanes, alpha), req)
+        if feedback.applies(first, alpha):
+            first = feedback.refine(r, scope, first, fused, depth)
+            fused = self._score(fuse(first.lanes, alpha), req)
         mode, reason = req.mode, alpha_reason
         if req.mode == "auto":
             chosen = route(
