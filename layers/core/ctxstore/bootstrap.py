@@ -90,7 +90,7 @@ def build_local(settings: Settings) -> Container:
 
 def _add_local_search(c: Container, settings: Settings) -> None:
     """Ingestion on the local queue; chunks in data_dir/search.db; the embedding model from its package."""
-    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder
+    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder, document_threads_per_worker
     from ctxstore.adapters.local.queue_workflow import QueueWorkflowStarter
     from ctxstore.adapters.local.rule_inferrer import RuleInferrer
     from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
@@ -98,7 +98,11 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.workflow = QueueWorkflowStarter(c.queue)
     index = SqliteSearchIndex(settings.data_dir / "search.db")
     c.search_index = index
-    c.embedder = CachedEmbedder(LocalEmbedder(precision=settings.embedding_precision))
+    c.embedder = CachedEmbedder(
+        LocalEmbedder(
+            precision=settings.embedding_precision, document_threads=document_threads_per_worker(settings.workers)
+        )
+    )
     c.inferrer = RuleInferrer()
     if settings.inferrer == "llm":
         from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer

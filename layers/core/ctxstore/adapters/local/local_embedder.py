@@ -201,6 +201,11 @@ def build_bert_onnx(
     return bytes(model.SerializeToString())
 
 
+def document_threads_per_worker(workers: int) -> int:
+    """Intra-op threads for each of `workers` document calls running at once: the cores shared out."""
+    return max(1, _default_threads() // max(1, workers))
+
+
 def _default_threads() -> int:
     env = os.environ.get("CTXSTORE_EMBED_THREADS")
     if env and env.isdigit() and int(env) > 0:
@@ -291,8 +296,14 @@ class LocalEmbedder:
         *,
         batch_size: int = 32,
         threads: int | None = None,
+        document_threads: int | None = None,
         precision: Literal["fp32", "int8"] = "int8",
     ) -> None:
+        """`threads`: intra-op threads of a query (one request wants every core). `document_threads`: of a
+        document call (default: `threads`). `serve` runs one document call per ingestion worker at once,
+        so there each gets cores / workers: two workers on 1-thread sessions embedded SciFact at 70-77
+        texts/s against 55-73 for the same two sharing one 2-thread session and 48-60 for one worker
+        (in-process diagnostic on 2 cores, docs/benchmarks.md, issue 15)."""
         if model_id not in SPECS:
             raise ValueError(f"unknown local embedding model {model_id!r}; known: {sorted(SPECS)}")
         if precision not in ("fp32", "int8"):
@@ -301,6 +312,7 @@ class LocalEmbedder:
         self._precision = precision
         self._batch_size = 1 if precision == "int8" else max(1, batch_size)
         self._threads = threads or _default_threads()
+        self._document_threads = document_threads or self._threads
 
     @property
     def model_id(self) -> str:
@@ -315,22 +327,23 @@ class LocalEmbedder:
     def max_tokens(self) -> int:
         return self._spec.max_tokens
 
-    def _runtime(self) -> _Runtime:
-        key = (self._spec.model_id, self._threads, self._precision)
+    def _runtime(self, threads: int) -> _Runtime:
+        key = (self._spec.model_id, threads, self._precision)
         runtime = self._runtimes.get(key)
         if runtime is None:
             with self._load_lock:
                 runtime = self._runtimes.get(key)
                 if runtime is None:
-                    runtime = _Runtime(self._spec, self._threads, int8=self._precision == "int8")
+                    runtime = _Runtime(self._spec, threads, int8=self._precision == "int8")
                     self._runtimes[key] = runtime
         return runtime
 
     def warm_up(self) -> None:
-        self._runtime()
+        self._runtime(self._threads)
+        self._runtime(self._document_threads)
 
-    def _embed(self, texts: Sequence[str]) -> Vectors:
-        runtime = self._runtime()
+    def _embed(self, texts: Sequence[str], threads: int) -> Vectors:
+        runtime = self._runtime(threads)
         # Batches of similar length waste little on padding: sort by length, embed, restore order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -341,10 +354,10 @@ class LocalEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         prefixed = [self._spec.passage_prefix + t for t in texts]
-        return embed_unique(self._embed, prefixed, self.dim)
+        return embed_unique(lambda batch: self._embed(batch, self._document_threads), prefixed, self.dim)
 
     def embed_query(self, text: str) -> Vectors:
-        vector: Vectors = self._embed([self._spec.query_prefix + text])[0]
+        vector: Vectors = self._embed([self._spec.query_prefix + text], self._threads)[0]
         return vector
 
 
