@@ -52,6 +52,13 @@ class SqliteWorkQueue:
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         now = time.time()
         jobs: list[Job] = []
+        # Most claims find nothing (a worker's pass asks every queue): a read answers that without taking
+        # the write lock, which the other worker's commits and the accept path are waiting on.
+        due = self._db.conn.execute(
+            "SELECT 1 FROM jobs WHERE queue=? AND run_at<=? AND state IN ('ready','leased') LIMIT 1", (queue, now)
+        ).fetchone()
+        if due is None:
+            return jobs
         with self._db.write() as conn:
             # An expired lease means its worker died: the job is ready again.
             rows = conn.execute(
