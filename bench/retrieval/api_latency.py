@@ -65,6 +65,7 @@ def _measure(api: Api, queries: list[str], size: int, n_fast: int = 150) -> dict
         del queries[:n]
         res[mode] = {"p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95), "n": n}
     res["load_after"] = load()
+    res["rss_mb_after_queries"] = _rss_mb(api.server.proc.pid)  # the vector cache loads on the first query
     return res
 
 
