@@ -1,0 +1,108 @@
+"""Diagnostic (the index is written directly, not ingested): query latency and memory at 1M chunks over HTTP.
+
+    uv run python -m bench.retrieval.latency_1m [--source ~/.cache/ctxstore-latency/data] [--chunks 1000000]
+
+Ingesting 1M chunks through the API takes about 5.5 hours on this machine (~50 chunks/s, bound by the
+embedder), beyond a session. This shows how query cost grows past the 100k corpus of api_latency.py: it
+copies that data dir (100k chunks ingested through the API), then writes the rest straight into the local
+search index (SqliteSearchIndex.upsert, the call the pipeline's index step makes) as notes of three random
+SciFact sentences, each with a vector made from a real ingested vector plus Gaussian noise (sigma 1/sqrt(dim)
+per component before normalising: cosine ~0.71 to its source), in the same database. Then a fresh `ctxstore
+serve` answers unseen SciFact claims through POST /query (fast and thinking, one keep-alive client),
+and its resident memory is read after the queries. Writes bench/results/retrieval_latency_1m.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench.api_client import REPO, Api, SciFact, load, pct
+from bench.retrieval.api_latency import _rss_mb
+
+from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+from ctxstore.ports.search_index import ChunkDoc
+
+OUT = REPO / "bench" / "results" / "retrieval_latency_1m.json"
+BATCH = 2000
+
+
+def _grow(data: Path, target: int, seed: int = 3) -> dict[str, Any]:
+    conn = sqlite3.connect(data / "search.db")
+    org, database, collection, store = conn.execute(
+        "SELECT org, database, collection, store FROM chunks WHERE database='lat' LIMIT 1"
+    ).fetchone()
+    have = int(conn.execute("SELECT count(*) FROM chunks WHERE database='lat'").fetchone()[0])
+    sources = np.stack(
+        [
+            np.frombuffer(blob, dtype=np.float32)
+            for (blob,) in conn.execute("SELECT vector FROM chunks WHERE database='lat' AND vector IS NOT NULL")
+        ]
+    )
+    conn.close()
+    sf = SciFact.load()
+    sentences = [s for d in sf.docs for s in re.split(r"(?<=[.!?])\s+", d["text"]) if len(s) > 30]
+    rng, nrng = random.Random(seed), np.random.default_rng(seed)
+    idx = SqliteSearchIndex(data / "search.db")
+    t0 = time.perf_counter()
+    written = 0
+    while have + written < target:
+        n = min(BATCH, target - have - written)
+        picks = nrng.integers(0, len(sources), size=n)
+        vecs = sources[picks] + nrng.normal(0.0, 1.0 / np.sqrt(sources.shape[1]), size=(n, sources.shape[1]))
+        vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+        docs = []
+        for j in range(n):
+            i = have + written + j
+            text = " ".join(rng.sample(sentences, 3))
+            docs.append(ChunkDoc(f"big{i}#0", f"big{i}", database, collection, store, text, vecs[j], title=f"Note {i}"))
+        idx.upsert(org, docs)
+        written += n
+        if written % 100_000 < BATCH:
+            print(f"  {have + written} chunks, {written / (time.perf_counter() - t0):.0f} rows/s", flush=True)
+    idx.close()
+    return {"chunks_from_api": have, "chunks_written_directly": written, "write_s": round(time.perf_counter() - t0, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path, default=Path.home() / ".cache" / "ctxstore-latency" / "data")
+    ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "ctxstore-latency-1m" / "data")
+    ap.add_argument("--chunks", type=int, default=1_000_000)
+    ap.add_argument("--queries", type=int, default=300)
+    args = ap.parse_args()
+    progress = json.loads((args.source.parent / "progress.json").read_text())
+    res: dict[str, Any] = {"diagnostic": "index written directly beyond the API-ingested 100k; queries over HTTP"}
+    if not args.work.exists():
+        shutil.copytree(args.source, args.work, ignore=shutil.ignore_patterns("serve.lock"))
+        res.update(_grow(args.work, args.chunks))
+    claims = list(SciFact.load().held_out.values()) + list(SciFact.load().queries.values())
+    random.Random(23).shuffle(claims)
+    with Api(args.work, env={"CTXSTORE_EXTRACTOR": "none"}, key=progress["key"]) as api:
+        res.update(chunks=args.chunks, load=load(), rss_mb_at_start=_rss_mb(api.server.proc.pid))
+        t0 = time.perf_counter()
+        api.query({"database": "lat", "query": "warm up the caches", "mode": "fast", "max_results": 10})
+        res["first_query_s"] = round(time.perf_counter() - t0, 1)  # loads the scope's vectors into memory
+        for mode, n in (("fast", args.queries), ("thinking", 50)):
+            lat = []
+            for q in claims[:n]:
+                dt, _ = api.query({"database": "lat", "query": q, "mode": mode, "max_results": 10})
+                lat.append(dt)
+            del claims[:n]
+            res[mode] = {"p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95), "n": n}
+        res["load_after"] = load()
+        res["rss_mb_after_queries"] = _rss_mb(api.server.proc.pid)
+    OUT.write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()
