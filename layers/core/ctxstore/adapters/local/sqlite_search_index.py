@@ -57,6 +57,7 @@ BM25_B = 0.75
 SHORT_TEXT_TOKENS = 64
 BM25_B_SHORT = 0.0
 MAX_QUERY_TERMS = 64
+_LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
 # An OR query whose terms' postings add up past this drops its most common terms (keeping at least
 # two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
 # while the words they drop carry the lowest idf and move the ranking least.
@@ -610,25 +611,35 @@ class SqliteSearchIndex:
         return int(row[0]) if row else 0
 
     def _load(self, key: ScopeKey) -> VectorScope | None:
+        """The scope's vectors, read in blocks straight into the cache's matrix.
+
+        Fetching every row at once held each vector three times over (the row's bytes, a per-row array, the
+        matrix) and cost a Python step per row: 1M chunks took 103 s and peaked at 6.9 GB (docs/benchmarks.md)."""
         conn = self._db.conn
         conn.execute("BEGIN")  # one read snapshot for the generation and the rows
         try:
             gen = self._generation(key)
-            rows = conn.execute(
+            (count,) = conn.execute(
+                "SELECT count(*) FROM chunks WHERE org=? AND database=? AND store=? AND vector IS NOT NULL", key
+            ).fetchone()
+            cur = conn.execute(
                 "SELECT id, collection, dim, vector FROM chunks"
                 " WHERE org=? AND database=? AND store=? AND vector IS NOT NULL ORDER BY id",
                 key,
-            ).fetchall()
+            )
+            cache: VectorScope | None = None
+            while block := cur.fetchmany(_LOAD_BLOCK):
+                dim = int(block[0][2]) if cache is None else cache.dim
+                if any(int(r[2]) != dim for r in block):
+                    raise ValueError(f"scope {key[1]}/{key[2]} holds vectors of different dimensions")
+                if cache is None:
+                    cache = VectorScope.empty(gen, dim, capacity=max(1024, count + count // 4))
+                rows = np.frombuffer(b"".join(r[3] for r in block), dtype="<f4").reshape(len(block), dim)
+                ids = np.fromiter((r[0] for r in block), dtype=np.int64, count=len(block))
+                cache.add_block(ids, [str(r[1]) for r in block], rows)
         finally:
             conn.execute("COMMIT")
-        if not rows:
-            return VectorScope.empty(gen, 0, capacity=0)
-        dim = int(rows[0][2])
-        if any(int(r[2]) != dim for r in rows):
-            raise ValueError(f"scope {key[1]}/{key[2]} holds vectors of different dimensions")
-        cache = VectorScope.empty(gen, dim, capacity=max(1024, len(rows) + len(rows) // 4))
-        cache.add([(int(r[0]), str(r[1]), np.frombuffer(r[3], dtype="<f4").astype(np.float32)) for r in rows])
-        return cache
+        return cache if cache is not None else VectorScope.empty(gen, 0, capacity=0)
 
     def _scope(self, key: ScopeKey) -> VectorScope | None:
         gen = self._generation(key)

@@ -107,6 +107,20 @@ class VectorScope:
             alive=np.zeros(capacity, dtype=np.bool_),
         )
 
+    def add_block(self, rowids: npt.NDArray[np.int64], collections: Sequence[str], rows: Vector) -> None:
+        """`add` for many rows at once (loading a scope): array copies instead of a Python step per row."""
+        count = len(rowids)
+        if rows.shape != (count, self.dim):
+            raise ValueError(f"vector block {rows.shape} does not match {count} rows of this scope's {self.dim}")
+        self._grow(count)
+        start, end = self.n, self.n + count
+        self.mat[start:end] = rows
+        self.ids[start:end] = rowids
+        self.coll[start:end] = [self.coll_codes.setdefault(c, len(self.coll_codes)) for c in collections]
+        self.alive[start:end] = True
+        self.pos.update(zip(rowids.tolist(), range(start, end), strict=True))
+        self.n = end
+
     def _grow(self, need: int) -> None:
         cap = len(self.ids)
         if self.n + need <= cap:
