@@ -18,6 +18,7 @@ import argparse
 import json
 import random
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -127,8 +128,6 @@ def main() -> None:
 
 def _remeasure(args: argparse.Namespace, progress: dict[str, Any], progress_path: Path, claims: list[str]) -> None:
     """Queries the ingested data have not seen yet in any earlier measurement come first."""
-    import subprocess
-
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     dirty = subprocess.run(["git", "status", "--porcelain", "layers"], cwd=REPO, capture_output=True, text=True)
     runs = progress.setdefault("remeasured", [])

@@ -19,12 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.api_client import REPO, Api, LoCoMo, SciFact, dedup, ndcg10
-from bench.retrieval.api_quality import _pairs
-from bench.retrieval.locomo_sweep import evaluate
+from bench.retrieval.locomo_sweep import evaluate, pair_mapping
 
 from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
-from ctxstore.domain.conversation import pair_turns, turn_chunks
 from ctxstore.retrieval import feedback
 from ctxstore.services.registry import build_services
 
@@ -79,13 +77,7 @@ def main() -> None:
         container, svc, principal = _open(data)
         lc = LoCoMo.load() if name == "locomo" else None
         sf = SciFact.load() if name == "scifact" else None
-        mapping: dict[tuple[str, str, int], str] = {}
-        if lc is not None:
-            for sid, sessions in lc.sessions.items():
-                for k, session in enumerate(sessions):
-                    user, pairs, order = _pairs(session)
-                    for c, dia in zip(turn_chunks(f"{sid}-s{k + 1}", pair_turns(pairs, user)), order, strict=True):
-                        mapping[(sid, f"{sid}-s{k + 1}", c.position)] = dia
+        mapping = pair_mapping(lc) if lc is not None else {}
         for d, b in variants:
             _set(d, b)
             feedback.applies = applies if d else (lambda first, alpha: False)  # type: ignore[assignment]

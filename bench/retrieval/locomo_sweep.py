@@ -47,6 +47,17 @@ def evaluate(
     }
 
 
+def pair_mapping(lc: LoCoMo) -> dict[tuple[str, str, int], str]:
+    """(conversation, session item, chunk position) -> dia_id, for sessions sent as user_assistant_pairs."""
+    mapping: dict[tuple[str, str, int], str] = {}
+    for sid, sessions in lc.sessions.items():
+        for k, session in enumerate(sessions):
+            user, pairs, order = _pairs(session)
+            for c, dia in zip(turn_chunks(f"{sid}-s{k + 1}", pair_turns(pairs, user)), order, strict=True):
+                mapping[(sid, f"{sid}-s{k + 1}", c.position)] = dia
+    return mapping
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, required=True)
@@ -64,12 +75,7 @@ def main() -> None:
             locomo_turns(api, lc)
             if args.pairs:
                 locomo_pairs(api, lc)
-    mapping: dict[tuple[str, str, int], str] = {}
-    for sid, sessions in lc.sessions.items():
-        for k, session in enumerate(sessions):
-            user, pairs, order = _pairs(session)
-            for c, dia in zip(turn_chunks(f"{sid}-s{k + 1}", pair_turns(pairs, user)), order, strict=True):
-                mapping[(sid, f"{sid}-s{k + 1}", c.position)] = dia
+    mapping = pair_mapping(lc)
     container = build_container(Settings(data_dir=args.data))
     services = build_services(container)
     principal = services.keys.authenticate(key_file.read_text().strip())
@@ -88,7 +94,7 @@ def main() -> None:
             return choice if alpha is None or kw == 0 or vec == 0 else signals.AlphaChoice(alpha, "sweep")
 
         query_service.choose_alpha = alpha_of  # type: ignore[assignment]
-        row = {"k1": k1, "b": b, "alpha": alpha or "auto"}
+        row = {"k1": k1, "b": b, "alpha": "auto" if alpha is None else alpha}
         row["turns"] = evaluate(svc, principal, "turns", lc, None)
         if args.pairs:
             row["pairs"] = evaluate(svc, principal, "pairs", lc, mapping)

@@ -5,6 +5,8 @@ two (issue 15); a query, which arrives alone, still gets every core."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,7 +38,7 @@ def test_the_cores_are_shared_out_between_workers(monkeypatch: pytest.MonkeyPatc
     assert le.document_threads_per_worker(8) == 1
 
 
-def test_serve_builds_its_embedder_with_a_thread_per_worker(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_serve_builds_its_embedder_with_a_thread_per_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ctxstore.bootstrap import build_container
     from ctxstore.config import Settings
 
