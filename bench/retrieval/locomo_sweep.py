@@ -19,7 +19,7 @@ from typing import Any
 from bench.api_client import REPO, Api, LoCoMo, dedup, recall10
 from bench.retrieval.api_quality import _pairs, locomo_pairs, locomo_turns
 
-import ctxstore.adapters.local.sqlite_search_index as sidx
+import ctxstore.adapters.local.keyword_lane as lane
 import ctxstore.retrieval.signals as signals
 import ctxstore.services.query as query_service
 from ctxstore.bootstrap import build_container
@@ -87,7 +87,7 @@ def main() -> None:
     bs = [float(x) for x in args.b.split(",")]
     alphas = [None if x == "auto" else float(x) for x in args.alpha.split(",")]
     for k1, b, alpha in itertools.product(k1s, bs, alphas):
-        sidx.BM25_K1, sidx.BM25_B = k1, b
+        lane.BM25_K1, lane.BM25_B = k1, b
 
         def alpha_of(q: str, kw: int, vec: int, alpha: float | None = alpha) -> signals.AlphaChoice:
             choice = base_alpha(q, kw, vec)

@@ -29,7 +29,7 @@ import requests
 from opensearchpy import RequestsHttpConnection
 from requests.adapters import BaseAdapter
 
-from ctxstore.adapters.local.sqlite_search_index import STOPWORDS  # Lucene's English stop set
+from ctxstore.adapters.local.keyword_lane import STOPWORDS  # Lucene's English stop set
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 from ctxstore.adapters.local import keyword_terms as kt
-from ctxstore.adapters.local.sqlite_search_index import BM25_B, BM25_K1, TEXT_WEIGHT, TITLE_WEIGHT, SqliteSearchIndex
+from ctxstore.adapters.local.keyword_lane import BM25_B, BM25_K1, TEXT_WEIGHT, TITLE_WEIGHT
+from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 
 WORDS = [

@@ -88,18 +88,18 @@ def test_an_index_written_by_the_table_wide_version_is_migrated(tmp_path: Path) 
 
 def test_short_text_scopes_normalise_length_less(tmp_path: Path) -> None:
     """Two turns that hold the query word once: the longer one loses less to the shorter than with b 0.75."""
-    import ctxstore.adapters.local.sqlite_search_index as sidx
+    import ctxstore.adapters.local.keyword_lane as lane
 
     idx = SqliteSearchIndex(tmp_path / "search.db")
     turns = [("s", "Caroline: the support group."), ("l", "Melanie: " + "so " * 30 + "the support group was great.")]
     turns += [(f"f{i}", f"Filler turn number {i} about nothing.") for i in range(20)]
     idx.upsert("org1", _docs(turns))
     short = dict(_scores(idx, "support"))
-    b = sidx.BM25_B_SHORT
-    sidx.BM25_B_SHORT = sidx.BM25_B  # what the long-text rule would give
+    b = lane.BM25_B_SHORT
+    lane.BM25_B_SHORT = lane.BM25_B  # what the long-text rule would give
     try:
         long_rule = dict(_scores(idx, "support"))
     finally:
-        sidx.BM25_B_SHORT = b
+        lane.BM25_B_SHORT = b
     assert short["l"] / short["s"] > long_rule["l"] / long_rule["s"]
     idx.close()

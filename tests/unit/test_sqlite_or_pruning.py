@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import ctxstore.adapters.local.keyword_lane as keyword_lane
 import ctxstore.adapters.local.sqlite_search_index as sqlite_index
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 
@@ -23,7 +24,7 @@ def test_common_words_are_dropped_past_the_postings_budget(tmp_path: Path, monke
     flt = SearchFilter(database="db", collections=[""], store="knowledge")
     everything = idx.keyword_search("org", flt, "common middling rarest", limit=50)
     assert len(everything) == 24  # under the default budget nothing is dropped
-    monkeypatch.setattr(sqlite_index, "MAX_OR_POSTINGS", 5)
+    monkeypatch.setattr(keyword_lane, "MAX_OR_POSTINGS", 5)
     pruned = idx.keyword_search("org", flt, "common middling rarest", limit=50)
     assert {h.item_id for h in pruned} == {"i100", "i101", "i102", "i200"}  # "common" (24 rows) dropped
     assert pruned[0].item_id == "i200"

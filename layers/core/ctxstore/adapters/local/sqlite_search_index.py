@@ -2,16 +2,10 @@
 
 One file of its own (e.g. data_dir/"search.db"), so heavy index writes never block record writes.
 
-- Keyword search: each chunk's title and text are indexed as Porter stems prefixed with the code of
-  the chunk's collection (keyword_terms.py), in an external-content FTS5 table (tokenizer `ascii`:
-  one token per stem). A term's postings are therefore one collection's, and bm25 is computed here,
-  per query, from statistics of the queried collections only: document count and total length per
-  collection (`kw_scopes`, kept in the write's transaction), document frequency and term frequencies
-  from the postings (fts5vocab), chunk length from `chunks.kw_len`. FTS5's own bm25() uses
-  table-wide statistics, so another organisation's or collection's data changed a score (and leaked
-  its size); here it cannot (tests/unit/test_keyword_scope_stats.py). Same formula and constants as
-  FTS5 (k1 1.2, b 0.75, title weight 2, idf floor 1e-6), except that scopes of short texts (under 64
-  words on average) do not normalise length (b 0). User text never reaches the MATCH grammar.
+- Keyword search: Porter stems prefixed with the chunk's collection code in an external-content FTS5
+  table, scored per query with bm25 from the queried collections' own statistics (keyword_lane.py);
+  document frequencies live in `kw_df` and collection sizes in `kw_scopes`, both kept in the writes'
+  transactions (keyword_postings.py).
 - Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
@@ -38,31 +32,14 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
+from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
-from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
 from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter, Store
 
 Vector = npt.NDArray[np.float32]
 
-TITLE_WEIGHT = 2.0
-TEXT_WEIGHT = 1.0
-BM25_K1 = 1.2
-BM25_B = 0.75
-# Scopes of short texts (chat turns, one-line memories: on average under SHORT_TEXT_TOKENS words) do not
-# normalise length: a turn's length says how chatty it is, not how diluted its topic. LoCoMo, one memory
-# per turn, R@10 in fast, conversations 0-4 (where b was chosen) / held-out 5-9: b 0.75 0.6395 / 0.575,
-# 0.5 0.6554 / 0.5908, 0.3 0.6657 / 0.6015, 0.15 0.6701 / 0.6047, 0 0.6731 / 0.6107 (docs/benchmarks.md).
-# SciFact (~250 words per abstract) keeps 0.75.
-SHORT_TEXT_TOKENS = 64
-BM25_B_SHORT = 0.0
-MAX_QUERY_TERMS = 64
 _LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
-# An OR query whose terms' postings add up past this drops its most common terms (keeping at least
-# two): bm25 scores every matching row, so three very common words over 100k chunks cost ~120 ms,
-# while the words they drop carry the lowest idf and move the ranking least.
-MAX_OR_POSTINGS = 5_000
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -121,47 +98,9 @@ _KW_SCHEMA = (
     " INSERT INTO kw_fts (kw_fts, rowid, kw_title, kw_text) VALUES ('delete', old.id, old.kw_title, old.kw_text); END",
 )
 
-# Lucene's English stop set. Dropped from "or" queries only (unless nothing else is left): under bm25 they
-# add almost nothing to the ranking but make every row of a collection a match.
-STOPWORDS = ENGLISH_STOPWORDS
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
-
-
-@dataclass(frozen=True)
-class KeywordQuery:
-    """The stems a query scores with, and (for and/phrase) the words that must match."""
-
-    terms: list[str]  # distinct stems, in query order
-    required: list[str]  # stems every match must hold, in order (and: all, phrase: the sequence)
-    phrase: bool
-
-
-def keyword_query(query: str, operator: str) -> KeywordQuery | None:
-    """None when the query has no words."""
-    if operator not in ("or", "and", "phrase"):
-        raise ValueError(f"unknown keyword operator {operator!r}; use 'or', 'and' or 'phrase'")
-    words = kt.words(query)
-    if not words:
-        return None
-    distinct = list(dict.fromkeys(words))[:MAX_QUERY_TERMS]
-    if operator == "or":
-        distinct = [w for w in distinct if w not in STOPWORDS] or distinct
-        return KeywordQuery(list(dict.fromkeys(kt.stem(w) for w in distinct)), [], False)
-    stems = list(dict.fromkeys(kt.stem(w) for w in distinct))
-    if operator == "and":
-        return KeywordQuery(stems, stems, False)
-    return KeywordQuery(stems, [kt.stem(w) for w in words[:MAX_QUERY_TERMS]], True)
-
-
-def _match_expression(codes: Sequence[str], q: KeywordQuery) -> str:
-    """and/phrase: rows of any of the scopes holding the required stems (tokens are [0-9a-z...] only)."""
-    if q.phrase:
-        per_scope = ['"' + " ".join(code + t for t in q.required) + '"' for code in codes]
-    else:
-        per_scope = ["(" + " AND ".join(f'"{code}{t}"' for t in q.required) + ")" for code in codes]
-    return " OR ".join(per_scope)
 
 
 def _vector_blob(vector: Vector | None) -> tuple[int | None, bytes | None]:
@@ -202,7 +141,7 @@ class SqliteSearchIndex:
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
-        self._lengths = kp.ChunkLengths()
+        self._keywords = KeywordLane()
 
     def _migrate_keywords(self) -> None:
         """Index files written before per-scope keyword statistics: drop the table-wide FTS5 index, derive
@@ -473,39 +412,6 @@ class SqliteSearchIndex:
             self._vocab_ready.done = True
         return conn
 
-    def _scopes(self, conn: Connection, org: str, flt: SearchFilter) -> list[tuple[int, int, int]]:
-        """(id, documents, tokens) of the collections a search covers."""
-        if flt.collections:
-            return [
-                (int(r[0]), int(r[1]), int(r[2]))
-                for r in conn.execute(
-                    "SELECT id, docs, tokens FROM kw_scopes WHERE org=? AND database=? AND store=?"
-                    " AND collection IN (SELECT value FROM json_each(?)) AND docs > 0",
-                    (org, flt.database, flt.store, json.dumps(list(dict.fromkeys(flt.collections)))),
-                )
-            ]
-        return [
-            (int(r[0]), int(r[1]), int(r[2]))
-            for r in conn.execute(
-                "SELECT id, docs, tokens FROM kw_scopes WHERE org=? AND database=? AND store=? AND docs > 0",
-                (org, flt.database, flt.store),
-            )
-        ]
-
-    @staticmethod
-    def _prune(terms: list[str], df: dict[str, int]) -> list[str]:
-        """OR queries whose postings add up past MAX_OR_POSTINGS drop their most common terms (keeping two)."""
-        if len(terms) <= 2 or sum(df.values()) <= MAX_OR_POSTINGS:
-            return terms
-        kept: list[str] = []
-        total = 0
-        for term in sorted(terms, key=lambda t: (df[t], terms.index(t))):
-            if len(kept) >= 2 and total + df[term] > MAX_OR_POSTINGS:
-                break
-            kept.append(term)
-            total += df[term]
-        return [t for t in terms if t in kept]
-
     def keyword_search(self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or") -> list[Hit]:
         q = keyword_query(query, operator)
         if q is None or limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
@@ -513,7 +419,7 @@ class SqliteSearchIndex:
         conn = self._query_conn()
         conn.execute("BEGIN")  # one snapshot for the statistics, the postings and the lengths
         try:
-            scored = self._bm25(conn, org, flt, q)
+            scored = self._keywords.bm25(conn, org, flt, q)
             if scored is None:
                 return []
             rowids, scores = scored
@@ -526,13 +432,7 @@ class SqliteSearchIndex:
                 return []
             top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
             top = top[np.lexsort((rowids[top], -scores[top]))]
-            found = {
-                int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
-                for r in conn.execute(
-                    "SELECT id, chunk_id, item_id, collection FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps([int(x) for x in rowids[top]]),),
-                )
-            }
+            found = self._hit_rows(rowids[top])  # this thread's connection: inside the snapshot
         finally:
             conn.execute("COMMIT")
         hits = []
@@ -541,68 +441,6 @@ class SqliteSearchIndex:
             if meta is not None:
                 hits.append(Hit(chunk_id=meta[0], item_id=meta[1], collection=meta[2], score=float(scores[i])))
         return hits
-
-    def _bm25(
-        self, conn: Connection, org: str, flt: SearchFilter, q: KeywordQuery
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
-        """Every matching row of the scope and its bm25, from the scope's statistics only.
-
-        The formula is FTS5's (idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times
-        tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl)), tf weighted by column), with N, n and avgdl of the
-        queried collections: document counts and lengths from `kw_scopes`, document frequencies from
-        `kw_df`, term frequencies and lengths per row (keyword_postings.py), all in the caller's snapshot.
-        """
-        scopes = self._scopes(conn, org, flt)
-        if not scopes:
-            return None
-        docs = sum(n for _, n, _ in scopes)
-        avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
-        codes = [kt.scope_code(sid) for sid, _, _ in scopes]
-        df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
-        df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
-        if q.required and any(df.get(t, 0) == 0 for t in q.required):
-            return None  # and/phrase: a required word occurs nowhere in scope
-        terms = [t for t in q.terms if df[t] > 0]
-        if not q.required:
-            terms = self._prune(terms, df)
-        if not terms:
-            return None
-        must: set[int] | None = None
-        if q.required:
-            match = _match_expression(codes, q)
-            must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
-        per_term: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
-        for i, term in enumerate(terms):
-            for code in codes:
-                if df_scoped.get(code + term, 0):
-                    ids, tfs = kp.postings(conn, code + term, TITLE_WEIGHT, TEXT_WEIGHT)
-                    if ids.size:
-                        per_term.append((i, ids, tfs))
-        if not per_term:
-            return None
-        rowids = np.unique(np.concatenate([ids for _, ids, _ in per_term]))
-        if must is not None:
-            rowids = rowids[np.isin(rowids, np.fromiter(must, dtype=np.int64, count=len(must)))]
-            if rowids.size == 0:
-                return None
-        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
-        for i, ids, tfs in per_term:
-            pos = np.searchsorted(rowids, ids)
-            inside = pos < rowids.size
-            inside[inside] = rowids[pos[inside]] == ids[inside]
-            tf[pos[inside], i] = tfs[inside]
-        dl = self._lengths.lengths(conn, rowids, int(self._live_rows(conn)))
-        n_t = np.array([df[t] for t in terms], dtype=np.float64)
-        idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
-        b = BM25_B_SHORT if avgdl < SHORT_TEXT_TOKENS else BM25_B
-        norm = BM25_K1 * (1.0 - b + b * dl / avgdl)
-        scores = (idf * tf * (BM25_K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
-        return rowids, scores
-
-    @staticmethod
-    def _live_rows(conn: Connection) -> int:
-        (n,) = conn.execute("SELECT coalesce(sum(docs), 0) FROM kw_scopes").fetchone()
-        return int(n)
 
     def _generation(self, key: ScopeKey) -> int:
         row = self._db.conn.execute(
