@@ -62,11 +62,18 @@ class FlakyIndex:
     def __init__(self, inner: Any, failures: int) -> None:
         self.inner, self.failures = inner, failures
 
-    def upsert(self, org: str, chunks: Any) -> None:
+    def _fail(self) -> None:
         if self.failures > 0:
             self.failures -= 1
             raise StoreUnavailable("vector store write timed out")
+
+    def upsert(self, org: str, chunks: Any) -> None:
+        self._fail()
         self.inner.upsert(org, chunks)
+
+    def replace_items(self, org: str, items: Any, chunks: Any) -> None:  # the worker's batch write
+        self._fail()
+        self.inner.replace_items(org, items, chunks)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -206,3 +206,37 @@ def test_item_lock_of_an_earlier_process_is_taken_over_locally_only(store: Any) 
         pass
     with ItemLocks(store, single_process=True).hold("o", "pk", "z", wait_s=0.05):
         assert store.get("o", ITEM_LOCK, "pk", "z").data["boot"] != "killed"
+
+
+def test_item_locks_held_together_exclude_single_holders_and_wait_for_a_taken_one(store: Any) -> None:
+    """hold_many (a worker's batch): one write takes every free lock; a taken one is waited for; all are
+    released after, and a single holder of any of them waits meanwhile."""
+    locks = ItemLocks(store, lease_s=30)
+    keys = [("pk", "b"), ("pk", "a"), ("pk2", "a")]
+    with locks.hold_many("o", keys, wait_s=5):
+        for pk, sk in keys:
+            assert store.get("o", ITEM_LOCK, pk, sk) is not None
+        with pytest.raises(StoreUnavailable), locks.hold("o", "pk", "a", wait_s=0.05):
+            pass
+    for pk, sk in keys:
+        assert store.get("o", ITEM_LOCK, pk, sk) is None
+    # One of them held by someone else: the batch waits for it, then holds all.
+    got: list[bool] = []
+    with locks.hold("o", "pk", "b", wait_s=1):
+
+        def batch() -> None:
+            with locks.hold_many("o", keys, wait_s=10):
+                got.append(all(store.get("o", ITEM_LOCK, pk, sk) is not None for pk, sk in keys))
+
+        t = threading.Thread(target=batch, daemon=True)
+        t.start()
+        time.sleep(0.2)
+        assert got == []
+    t.join(20)
+    assert got == [True]
+    assert all(store.get("o", ITEM_LOCK, pk, sk) is None for pk, sk in keys)
+    # A lock it cannot get in time: none of the others stays held.
+    with locks.hold("o", "pk2", "a", wait_s=1):
+        with pytest.raises(StoreUnavailable), locks.hold_many("o", keys, wait_s=0.1):
+            pass
+        assert store.get("o", ITEM_LOCK, "pk", "a") is None and store.get("o", ITEM_LOCK, "pk", "b") is None

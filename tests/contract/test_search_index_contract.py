@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ctxstore.ports.search_index import ChunkDoc, SearchFilter, SearchIndex, Store
+from ctxstore.ports.search_index import ChunkDoc, ItemKey, SearchFilter, SearchIndex, Store
 from tests.contract.search_index_factories import SEARCH_INDEXES
 
 DIM = 8
@@ -343,6 +343,45 @@ def test_delete_item(index: SearchIndex) -> None:
     assert ids(index.vector_search(ORG, flt(), axis(0), limit=10)) == ["b#0"]
     assert ids(index.keyword_search(ORG, flt(("c2",)), "alpha", limit=10)) == ["a-elsewhere"]
     assert index.get_chunks(ORG, ["a#0", "a#1"]) == []
+
+
+def test_replace_items_swaps_each_items_chunks_and_leaves_the_rest(index: SearchIndex) -> None:
+    """A worker's batch write: the listed items end with exactly their new chunks (an item listed without
+    chunks is emptied); other items, and the same id in another collection, are untouched."""
+    index.upsert(
+        ORG,
+        [
+            chunk("a#0", "alpha old", item_id="a", vector=axis(0)),
+            chunk("a#1", "alpha tail", item_id="a", vector=axis(0), position=1),
+            chunk("b#0", "beta old", item_id="b", vector=axis(1)),
+            chunk("c#0", "gamma kept", item_id="c", vector=axis(2)),
+            chunk("a-elsewhere", "alpha", item_id="a", collection="c2", vector=axis(0)),
+        ],
+    )
+    assert index.vector_search(ORG, flt(), axis(0), limit=10)  # warm any cache before the write
+    keys = [
+        ItemKey(DB, "c1", "knowledge", "a"),
+        ItemKey(DB, "c1", "knowledge", "b"),
+        ItemKey(DB, "c1", "knowledge", "d"),
+    ]
+    index.replace_items(
+        ORG,
+        keys,
+        [
+            chunk("a#0", "alpha new", item_id="a", vector=axis(3)),
+            chunk("d#0", "delta new", item_id="d", vector=axis(4)),
+        ],
+    )
+    assert [c.text for c in index.item_chunks(ORG, DB, "c1", "knowledge", "a")] == ["alpha new"]
+    assert index.item_chunks(ORG, DB, "c1", "knowledge", "b") == []
+    assert [c.text for c in index.item_chunks(ORG, DB, "c1", "knowledge", "d")] == ["delta new"]
+    assert [c.text for c in index.item_chunks(ORG, DB, "c1", "knowledge", "c")] == ["gamma kept"]
+    assert ids(index.keyword_search(ORG, flt(), "alpha", limit=10)) == ["a#0"]
+    assert ids(index.keyword_search(ORG, flt(), "old", limit=10)) == []
+    assert ids(index.keyword_search(ORG, flt(("c2",)), "alpha", limit=10)) == ["a-elsewhere"]
+    assert ids(index.vector_search(ORG, flt(), axis(3), limit=1)) == ["a#0"]
+    assert "b#0" not in ids(index.vector_search(ORG, flt(), axis(1), limit=10))
+    assert index.count(ORG, DB, "knowledge") == 4
 
 
 def test_delete_scope(index: SearchIndex) -> None:

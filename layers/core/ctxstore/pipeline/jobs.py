@@ -24,6 +24,9 @@ INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max
 # when no index job waits and by one thread fewer than the runner has, so items become searchable at
 # the embedder's pace and a new item never waits behind extraction.
 GRAPH_QUEUE = "graph"
+# Index jobs a worker claims at once when many wait: they share one lock, index and status write
+# (IngestPipeline.handle_batch); a single ingest is still claimed and published alone.
+INDEX_BATCH = 8
 
 
 def webhook_retry(o: Options) -> RetryPolicy:
@@ -94,7 +97,17 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
 
     specs = [QueueSpec(PROVISION_QUEUE, provision, lease_s=60)]
     pipeline = ingest_pipeline(svc, graph_jobs=_GraphJobs(svc))
-    specs.append(QueueSpec(INGEST_QUEUE, pipeline.handle, ingest_retry, lease_s=600, on_failure=pipeline.on_give_up))
+    specs.append(
+        QueueSpec(
+            INGEST_QUEUE,
+            pipeline.handle,
+            ingest_retry,
+            lease_s=600,
+            on_failure=pipeline.on_give_up,
+            batch_handler=pipeline.handle_batch,
+            batch=INDEX_BATCH,
+        )
+    )
     if svc.webhooks is not None:
         specs.append(webhook_spec(svc.webhooks, svc.container.options))
     specs.append(

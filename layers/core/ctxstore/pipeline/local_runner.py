@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,6 +15,8 @@ from ctxstore.ports.work_queue import Job, WorkQueue, WorkSignal
 log = logging.getLogger("ctxstore.runner")
 
 Handler = Callable[[Job], None]
+# Several jobs of one queue at once; per job None (done) or the exception that job ended with.
+BatchHandler = Callable[[Sequence[Job]], list[BaseException | None]]
 FailureHook = Callable[[Job, str], None]
 Outcome = Literal["done", "retry", "failed"]
 MAX_STORAGE_BACKOFF_S = 5.0
@@ -31,6 +33,10 @@ class QueueSpec:
     # `max_running` threads at once (0: no bound), so the foreground queues always have a thread.
     background: bool = False
     max_running: int = 0
+    # With a batch handler a worker claims up to `batch` due jobs in one go (fewer when the queue is short,
+    # so the other workers get their share) and the handler shares writes between them.
+    batch_handler: BatchHandler | None = None
+    batch: int = 1
 
 
 class LocalRunner:
@@ -79,6 +85,9 @@ class LocalRunner:
         ran = 0
         for spec in self._specs:
             if spec.background:
+                continue
+            if spec.batch_handler is not None and spec.batch > 1:
+                ran += self._run_batch(spec)
                 continue
             for job in self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1):
                 self._run(spec, job)
@@ -146,16 +155,42 @@ class LocalRunner:
     def _run(self, spec: QueueSpec, job: Job) -> Outcome:
         try:
             spec.handler(job)
-        except (TransientError, StoreUnavailable) as exc:
+        except Exception as exc:
+            return self._settle(spec, job, exc)
+        return self._settle(spec, job, None)
+
+    def _run_batch(self, spec: QueueSpec) -> int:
+        assert spec.batch_handler is not None
+        share = -(-self._queue.pending(spec.name) // self._threads)  # ceil: an even split of what waits
+        jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=max(1, min(spec.batch, share)))
+        if not jobs:
+            return 0
+        try:
+            errors = spec.batch_handler(jobs)
+        except Exception as exc:  # the handler itself broke: every job of the batch ends as if it had
+            errors = [exc] * len(jobs)
+        unrecorded: StoreUnavailable | None = None
+        for job, error in zip(jobs, errors, strict=True):
+            try:
+                self._settle(spec, job, error)
+            except StoreUnavailable as exc:  # kept for the next pass; settle the rest first
+                unrecorded = exc
+        if unrecorded is not None:
+            raise unrecorded
+        return len(jobs)
+
+    def _settle(self, spec: QueueSpec, job: Job, exc: BaseException | None) -> Outcome:
+        """Record a job's outcome: done, a retry after backoff (transient), or given up."""
+        if exc is None:
+            self._record(lambda: self._queue.complete(job))
+            return "done"
+        if isinstance(exc, (TransientError, StoreUnavailable)):
             code = exc.code if isinstance(exc, TransientError) else "E6001"
             return self._retry_or_fail(spec, job, f"{code}: {exc}")
-        except Exception as exc:
-            log.exception("job %s/%s failed", spec.name, job.job_id)
-            error = f"{type(exc).__name__}: {exc}"
-            self._record(lambda: self._give_up(spec, job, error))
-            return "failed"
-        self._record(lambda: self._queue.complete(job))
-        return "done"
+        log.error("job %s/%s failed", spec.name, job.job_id, exc_info=exc)
+        error = f"{type(exc).__name__}: {exc}"
+        self._record(lambda: self._give_up(spec, job, error))
+        return "failed"
 
     def _retry_or_fail(self, spec: QueueSpec, job: Job, error: str) -> Outcome:
         if job.attempts >= spec.policy.max_attempts:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,15 @@ class ChunkDoc:
     metadata: dict[str, Any] = field(default_factory=dict)  # schema-declared keys
     additional_metadata: dict[str, Any] = field(default_factory=dict)
     position: int = 0
+
+
+class ItemKey(NamedTuple):
+    """One item's place in the index."""
+
+    database: str
+    collection: str
+    store: Store
+    item_id: str
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,11 @@ class SearchIndex(Protocol):
     def upsert(self, org: str, chunks: Sequence[ChunkDoc]) -> None: ...
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int: ...
+
+    def replace_items(self, org: str, items: Sequence[ItemKey], chunks: Sequence[ChunkDoc]) -> None:
+        """Each listed item's chunks become exactly its rows among `chunks` (none: the item is emptied),
+        in as few writes as the store allows (one transaction locally)."""
+        ...
 
     def delete_scope(self, org: str, database: str, collection: str | None) -> int:
         """Remove a collection (or, with None, the whole database)."""

@@ -20,10 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.ports.records import ConditionFailed, Put, RecordStore
+from ctxstore.ports.records import ConditionFailed, Delete, Put, RecordStore
 
 ITEM_LOCK = "item_lock"  # org: pk = the item's pk, sk = item id
 BOOT_ID = os.urandom(8).hex()  # this process
@@ -46,6 +46,50 @@ class ItemLocks:
             yield
         finally:
             self._release(org, pk, item_id, owner, version)
+
+    @contextlib.contextmanager
+    def hold_many(
+        self, org: str, keys: Sequence[tuple[str, str]], *, wait_s: float = REQUEST_WAIT_SECONDS
+    ) -> Iterator[None]:
+        """Hold several items' locks (a worker's batch): one conditional write for all when none is taken,
+        else one at a time in key order, so two batch holders cannot wait on each other in a cycle
+        (single holders never wait while holding)."""
+        owner = os.urandom(8).hex()
+        ordered = sorted(set(keys))
+        held: list[tuple[str, str]] = []
+        try:
+            if not self._acquire_all(org, ordered, owner):
+                for pk, item_id in ordered:
+                    self._acquire(org, pk, item_id, owner, wait_s)
+                    held.append((pk, item_id))
+            held = ordered
+            yield
+        finally:
+            self._release_all(org, held, owner)
+
+    def _acquire_all(self, org: str, keys: Sequence[tuple[str, str]], owner: str) -> bool:
+        data = {"owner": owner, "boot": BOOT_ID}
+        expires = time.time() + self._lease_s
+        try:
+            self._records.transact(
+                org, [Put(ITEM_LOCK, pk, item_id, data, if_absent=True, expires_at=expires) for pk, item_id in keys]
+            )
+        except ConditionFailed:
+            return False  # one is held (or stale): nothing was written
+        return True
+
+    def _release_all(self, org: str, keys: Sequence[tuple[str, str]], owner: str) -> None:
+        ours = []
+        for pk, item_id in keys:
+            rec = self._records.get(org, ITEM_LOCK, pk, item_id)
+            if rec is not None and rec.data.get("owner") == owner:
+                ours.append(Delete(ITEM_LOCK, pk, item_id, if_version=rec.version))
+        try:
+            self._records.transact(org, ours)
+        except ConditionFailed:  # one lease ran out and changed hands meanwhile: release the others one by one
+            for op in ours:
+                with contextlib.suppress(ConditionFailed):
+                    self._records.delete(org, op.kind, op.pk, op.sk, if_version=op.if_version)
 
     def _acquire(self, org: str, pk: str, item_id: str, owner: str, wait_s: float) -> int:
         deadline = time.monotonic() + wait_s

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.domain.clock_utils import iso
@@ -47,6 +48,14 @@ class ItemRef:
         return ItemRef(str(d["database"]), str(d["collection"]), str(d["store"]), str(d["id"]))
 
 
+@dataclass(frozen=True)
+class StatusChange:
+    ref: ItemRef
+    version: str
+    status: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
 def item_pk(database: str, collection: str, store: str) -> str:
     return f"{database}{rk.SEP}{collection}{rk.SEP}{store}"
 
@@ -64,6 +73,12 @@ class ItemService:
     def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
         """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""
         return self._locks.hold(org, ref.pk, ref.item_id, wait_s=wait_s)
+
+    def lock_many(
+        self, org: str, refs: Sequence[ItemRef], *, wait_s: float = REQUEST_WAIT_SECONDS
+    ) -> AbstractContextManager[None]:
+        """Hold several items' write locks at once (an ingestion worker's batch)."""
+        return self._locks.hold_many(org, [(ref.pk, ref.item_id) for ref in refs], wait_s=wait_s)
 
     def get(self, org: str, ref: ItemRef) -> Record | None:
         return self._c.records.get(org, ITEM, ref.pk, ref.item_id)
@@ -111,6 +126,37 @@ class ItemService:
                 self.emit_status(org, ref, data, previous)
             return True
         return False
+
+    def set_statuses(self, org: str, changes: Sequence[StatusChange]) -> list[bool]:
+        """set_status for several items in one conditional write; per item when that write's conditions
+        fail (one was replaced or updated meanwhile). True for each item moved."""
+        puts: list[Put] = []
+        moved: list[tuple[StatusChange, dict[str, Any], str | None]] = []
+        for change in changes:
+            rec = self.get(org, change.ref)
+            if rec is None or rec.data.get("version") != change.version:
+                break
+            data = dict(
+                rec.data,
+                status=change.status,
+                updated_at=self._c.clock.now(),
+                error_code=None,
+                error_message=None,
+                **change.extra,
+            )
+            puts.append(Put(ITEM, change.ref.pk, change.ref.item_id, data, if_version=rec.version))
+            moved.append((change, data, rec.data.get("status")))
+        if len(puts) == len(changes):
+            try:
+                self._c.records.transact(org, puts)
+            except ConditionFailed:
+                pass
+            else:
+                for change, data, previous in moved:
+                    if previous != change.status:
+                        self.emit_status(org, change.ref, data, previous)
+                return [True] * len(changes)
+        return [self.set_status(org, c.ref, c.version, c.status, extra=c.extra) for c in changes]
 
     def emit_status(self, org: str, ref: ItemRef, data: dict[str, Any], previous: str | None) -> None:
         self._c.events.emit(

@@ -45,7 +45,7 @@ from opensearchpy import (
 )
 
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter, Store
+from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
 DEFAULT_INDEX = "ctxstore-chunks"
 MAX_QUERY_TERMS = 64
@@ -363,6 +363,11 @@ class OpenSearchIndex:
         return self._delete_where(
             [*self._scope(org, database, store), {"term": {"collection": collection}}, {"term": {"item_id": item_id}}]
         )
+
+    def replace_items(self, org: str, items: Sequence[ItemKey], chunks: Sequence[ChunkDoc]) -> None:
+        for item in items:  # OpenSearch has no multi-document transaction: deletes, then one bulk write
+            self.delete_item(org, item.database, item.collection, item.store, item.item_id)
+        self.upsert(org, chunks)
 
     def delete_scope(self, org: str, database: str, collection: str | None) -> int:
         clauses = self._scope(org, database)

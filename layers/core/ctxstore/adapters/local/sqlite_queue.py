@@ -28,6 +28,24 @@ CREATE INDEX IF NOT EXISTS jobs_ready ON jobs (queue, state, run_at);
 """
 
 
+# Due jobs: ready ones, and leased ones whose lease ran out (their worker died). Each state is read as a
+# range of the (queue, state, run_at) index: `state IN (...) ORDER BY run_at` made SQLite walk and sort
+# the queue's every job on each claim (0.26 ms at 2,000 queued, growing with the queue).
+_DUE = """
+SELECT job_id, org, payload, attempts FROM (
+    SELECT * FROM (SELECT job_id, org, payload, attempts, run_at FROM jobs
+                   WHERE queue=?1 AND state='ready' AND run_at<=?2 ORDER BY run_at LIMIT ?3)
+    UNION ALL
+    SELECT * FROM (SELECT job_id, org, payload, attempts, run_at FROM jobs
+                   WHERE queue=?1 AND state='leased' AND run_at<=?2 ORDER BY run_at LIMIT ?3)
+) ORDER BY run_at LIMIT ?3
+"""
+_ANY_DUE = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue=?1 AND state='ready' AND run_at<=?2)"
+    " OR EXISTS (SELECT 1 FROM jobs WHERE queue=?1 AND state='leased' AND run_at<=?2)"
+)
+
+
 class SqliteWorkQueue:
     def __init__(self, db: SqliteDb) -> None:
         self._db = db
@@ -54,18 +72,11 @@ class SqliteWorkQueue:
         jobs: list[Job] = []
         # Most claims find nothing (a worker's pass asks every queue): a read answers that without taking
         # the write lock, which the other worker's commits and the accept path are waiting on.
-        due = self._db.conn.execute(
-            "SELECT 1 FROM jobs WHERE queue=? AND run_at<=? AND state IN ('ready','leased') LIMIT 1", (queue, now)
-        ).fetchone()
-        if due is None:
+        (due,) = self._db.conn.execute(_ANY_DUE, (queue, now)).fetchone()
+        if not due:
             return jobs
         with self._db.write() as conn:
-            # An expired lease means its worker died: the job is ready again.
-            rows = conn.execute(
-                "SELECT job_id, org, payload, attempts FROM jobs WHERE queue=? AND run_at<=?"
-                " AND state IN ('ready','leased') ORDER BY run_at LIMIT ?",
-                (queue, now, limit),
-            ).fetchall()
+            rows = conn.execute(_DUE, (queue, now, limit)).fetchall()
             for job_id, org, payload, attempts in rows:
                 token = uuid.uuid4().hex
                 conn.execute(

@@ -35,7 +35,7 @@ from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
-from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter, Store
+from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
 Vector = npt.NDArray[np.float32]
 
@@ -274,8 +274,17 @@ class SqliteSearchIndex:
         return True
 
     def upsert(self, org: str, chunks: Sequence[ChunkDoc]) -> None:
-        if not chunks:
-            return
+        if chunks:
+            self._write(org, (), chunks)
+
+    def replace_items(self, org: str, items: Sequence[ItemKey], chunks: Sequence[ChunkDoc]) -> None:
+        # One transaction for a worker's whole batch: FTS5 writes a segment and kw_df rewrites its pages per
+        # commit, so eight items in one write cost about half of eight writes (bench diagnostic, issue 15).
+        if items or chunks:
+            self._write(org, items, chunks)
+
+    def _write(self, org: str, replaced: Sequence[ItemKey], chunks: Sequence[ChunkDoc]) -> None:
+        """Delete the `replaced` items' rows and upsert `chunks`, in one transaction."""
         latest: dict[str, ChunkDoc] = {c.chunk_id: c for c in chunks}  # the last copy of a chunk_id wins
         prepared = []
         for c in latest.values():
@@ -286,6 +295,13 @@ class SqliteSearchIndex:
         delta = _Delta()
         with self._write_lock:
             with self._db.write() as conn:
+                for item in replaced:
+                    self._delete_rows(
+                        conn,
+                        "org=? AND database=? AND store=? AND collection=? AND item_id=?",
+                        (org, item.database, item.store, item.collection, item.item_id),
+                        delta,
+                    )
                 self._check_dims(conn, org, prepared)
                 ids = json.dumps(list(latest))
                 self._delete_rows(conn, "org=? AND chunk_id IN (SELECT value FROM json_each(?))", (org, ids), delta)
