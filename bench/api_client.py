@@ -278,7 +278,8 @@ class Api:
         limit_s: float | None = None,
     ) -> dict[str, Any]:
         """Poll (only the ids not yet there) until every item is searchable, then (until="completed") until
-        every one is done or `limit_s` has passed since t0 (then completed_s is None)."""
+        every one is done or `limit_s` has passed since t0 (then completed_s is None). With until="searchable"
+        completed_items counts only the items seen done on the way."""
         not_searchable = {c: set(v) for c, v in ids_by_collection.items()}
         pending = {c: list(v) for c, v in ids_by_collection.items()}
         total = sum(len(v) for v in ids_by_collection.values())
@@ -286,14 +287,20 @@ class Api:
         chunks = errored = 0
         while True:
             for col in list(pending):
-                st = self.statuses(db, pending[col], col)
+                # Until all are searchable, only the ids not searchable yet: a searchable item's status is not
+                # what is being waited for, and asking for it again costs the server as much as the others.
+                ask = sorted(not_searchable[col]) if searchable_s is None else pending[col]
+                if not ask:
+                    continue
+                st = self.statuses(db, ask, col)
                 for i, s in st.items():
                     if s["indexing_status"] in (*SEARCHABLE, "errored"):
                         not_searchable[col].discard(i)
                     if s["indexing_status"] in DONE:
                         chunks += int(s.get("chunk_count") or 0)
                         errored += s["indexing_status"] == "errored"
-                pending[col] = [i for i in pending[col] if st[i]["indexing_status"] not in DONE]
+                done = {i for i, s in st.items() if s["indexing_status"] in DONE}
+                pending[col] = [i for i in pending[col] if i not in done]
             now = time.perf_counter() - t0
             if searchable_s is None and not any(not_searchable.values()):
                 searchable_s = now

@@ -5,6 +5,7 @@ two (issue 15); a query, which arrives alone, still gets every core."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,42 @@ def test_serve_builds_its_embedder_with_a_thread_per_worker(tmp_path: Path, monk
     container = build_container(Settings(data_dir=tmp_path / "data", workers=2))
     try:
         inner = container.embedder._inner  # type: ignore[union-attr]
-        assert (inner._threads, inner._document_threads) == (2, 1)
+        assert (inner._threads, inner._document_threads, inner._document_sessions) == (2, 1, 2)
     finally:
         container.close()
+
+
+def test_concurrent_document_calls_run_on_sessions_of_their_own() -> None:
+    """While one document call holds a session, another gets a second one and finishes; with a pool of
+    one it waits for the first. Every session gives the same vector as the single-session path."""
+    text = ["Caroline went to the support group."]
+    single = le.LocalEmbedder(threads=1, document_threads=1).embed_documents(text)[0]
+    emb = le.LocalEmbedder(threads=1, document_threads=1, document_sessions=2)
+    pool = emb._document_pool()
+    out: list[np.ndarray] = []
+    with pool.take() as held:
+        t = threading.Thread(target=lambda: out.extend(emb.embed_documents(text)), daemon=True)
+        t.start()
+        t.join(60)
+        assert len(out) == 1  # done while the first session was held
+    assert len(pool._free) == 2 and pool._free[0] is not pool._free[1] and held in pool._free
+    with pool.take() as a, pool.take() as b:
+        assert a is not b
+        assert float(np.dot(emb._embed_on(a, text)[0], single)) > 0.9999
+        assert float(np.dot(emb._embed_on(b, text)[0], single)) > 0.9999
+
+    alone = le.LocalEmbedder(threads=1, document_threads=1, document_sessions=1)
+    one = le._RuntimePool(lambda: alone._runtime(1), 1)
+    waited: list[bool] = []
+
+    def second() -> None:
+        with one.take():
+            waited.append(True)
+
+    with one.take():
+        t = threading.Thread(target=second, daemon=True)
+        t.start()
+        t.join(0.3)
+        assert waited == []  # the only session is taken
+    t.join(10)
+    assert waited == [True]

@@ -100,7 +100,9 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.search_index = index
     c.embedder = CachedEmbedder(
         LocalEmbedder(
-            precision=settings.embedding_precision, document_threads=document_threads_per_worker(settings.workers)
+            precision=settings.embedding_precision,
+            document_threads=document_threads_per_worker(settings.workers),
+            document_sessions=settings.workers,  # each worker's document calls on a session of its own
         )
     )
     c.inferrer = RuleInferrer()

@@ -11,13 +11,14 @@ Nothing is fetched at run time: a missing or altered package raises `EmbedderUna
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -260,6 +261,45 @@ class _Runtime:
         return np.asarray(out, dtype=np.float32)
 
 
+class _RuntimePool:
+    """Up to `size` runtimes of one kind, each running one call at a time.
+
+    Two ingestion workers sharing one onnxruntime session spent 27-33 ms of CPU per SciFact chunk where
+    each on its own session spent 24-26 (the session's allocator and state are shared between its
+    concurrent runs): through `serve`, 57-58 docs/s searchable against 47 (issue 15, docs/benchmarks.md).
+    """
+
+    def __init__(self, make: Callable[[], _Runtime], size: int) -> None:
+        self._make = make
+        self._size = max(1, size)
+        self._free: list[_Runtime] = []
+        self._made = 0
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def take(self) -> Iterator[_Runtime]:
+        with self._cond:
+            while not self._free and self._made >= self._size:
+                self._cond.wait()
+            runtime = self._free.pop() if self._free else None
+            if runtime is None:
+                self._made += 1
+        if runtime is None:
+            try:
+                runtime = self._make()  # outside the lock: a model load takes a second
+            except BaseException:
+                with self._cond:
+                    self._made -= 1
+                    self._cond.notify()
+                raise
+        try:
+            yield runtime
+        finally:
+            with self._cond:
+                self._free.append(runtime)
+                self._cond.notify()
+
+
 def _normalise(vectors: Vectors) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     out: Vectors = (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
@@ -288,6 +328,7 @@ class LocalEmbedder:
     """
 
     _runtimes: dict[tuple[str, int, str], _Runtime] = {}
+    _pools: dict[tuple[str, int, str, int], _RuntimePool] = {}
     _load_lock = threading.Lock()
 
     def __init__(
@@ -297,13 +338,15 @@ class LocalEmbedder:
         batch_size: int = 32,
         threads: int | None = None,
         document_threads: int | None = None,
+        document_sessions: int = 1,
         precision: Literal["fp32", "int8"] = "int8",
     ) -> None:
         """`threads`: intra-op threads of a query (one request wants every core). `document_threads`: of a
         document call (default: `threads`). `serve` runs one document call per ingestion worker at once,
         so there each gets cores / workers: two workers on 1-thread sessions embedded SciFact at 70-77
         texts/s against 55-73 for the same two sharing one 2-thread session and 48-60 for one worker
-        (in-process diagnostic on 2 cores, docs/benchmarks.md, issue 15)."""
+        (in-process diagnostic on 2 cores, docs/benchmarks.md, issue 15). `document_sessions`: how many
+        document calls run at once, each on its own session (`serve`: one per worker; _RuntimePool)."""
         if model_id not in SPECS:
             raise ValueError(f"unknown local embedding model {model_id!r}; known: {sorted(SPECS)}")
         if precision not in ("fp32", "int8"):
@@ -313,6 +356,7 @@ class LocalEmbedder:
         self._batch_size = 1 if precision == "int8" else max(1, batch_size)
         self._threads = threads or _default_threads()
         self._document_threads = document_threads or self._threads
+        self._document_sessions = max(1, document_sessions)
 
     @property
     def model_id(self) -> str:
@@ -338,12 +382,32 @@ class LocalEmbedder:
                     self._runtimes[key] = runtime
         return runtime
 
+    def _document_pool(self) -> _RuntimePool:
+        key = (self._spec.model_id, self._document_threads, self._precision, self._document_sessions)
+        pool = self._pools.get(key)
+        if pool is None:
+            first = [self._runtime(self._document_threads)]  # shared with calls of that thread count
+            with self._load_lock:
+                pool = self._pools.get(key)
+                if pool is None:
+
+                    def make() -> _Runtime:
+                        if first:
+                            return first.pop()
+                        return _Runtime(self._spec, self._document_threads, int8=self._precision == "int8")
+
+                    pool = _RuntimePool(make, self._document_sessions)
+                    self._pools[key] = pool
+        return pool
+
     def warm_up(self) -> None:
         self._runtime(self._threads)
         self._runtime(self._document_threads)
 
     def _embed(self, texts: Sequence[str], threads: int) -> Vectors:
-        runtime = self._runtime(threads)
+        return self._embed_on(self._runtime(threads), texts)
+
+    def _embed_on(self, runtime: _Runtime, texts: Sequence[str]) -> Vectors:
         # Batches of similar length waste little on padding: sort by length, embed, restore order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -354,7 +418,10 @@ class LocalEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         prefixed = [self._spec.passage_prefix + t for t in texts]
-        return embed_unique(lambda batch: self._embed(batch, self._document_threads), prefixed, self.dim)
+        if self._document_sessions == 1:
+            return embed_unique(lambda batch: self._embed(batch, self._document_threads), prefixed, self.dim)
+        with self._document_pool().take() as runtime:
+            return embed_unique(lambda batch: self._embed_on(runtime, batch), prefixed, self.dim)
 
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self._embed([self._spec.query_prefix + text], self._threads)[0]
