@@ -68,6 +68,8 @@ def test_concurrent_document_calls_run_on_sessions_of_their_own() -> None:
     assert len(pool._free) == 2 and pool._free[0] is not pool._free[1] and held in pool._free
     with pool.take() as a, pool.take() as b:
         assert a is not b
+        # Both sessions read the one shared copy of the word embeddings (47 MB), not one each.
+        assert list(le._word_embeddings) == [le.MINILM_L6_V2]
         assert float(np.dot(emb._embed_on(a, text)[0], single)) > 0.9999
         assert float(np.dot(emb._embed_on(b, text)[0], single)) > 0.9999
 
