@@ -4,28 +4,13 @@ the batch shares its lock, index and status writes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import pytest
-
 from ctxstore.ports.search_index import ChunkDoc, ItemKey
-from tests.support.app import LocalApp, make_app
-
-DB = "d"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[LocalApp]:
-    la = make_app(tmp_path / "data")
-    la.create_ready_database(DB)
-    yield la
-    la.close()
-
-
-def _org(app: LocalApp) -> str:
-    return app.services.keys.authenticate(app.key).org
+from tests.support.app import LocalApp
+from tests.unit.pipeline.conftest import DB
+from tests.unit.pipeline.conftest import org_of as _org
 
 
 def _ingest(app: LocalApp, items: dict[str, str]) -> None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,22 +20,11 @@ from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.services.items import ItemRef
-from tests.support.app import LocalApp, make_app
+from tests.support.app import LocalApp
+from tests.unit.pipeline.conftest import DB
+from tests.unit.pipeline.conftest import org_of as _org
 
-DB = "d"
 REF = ItemRef(DB, "", "knowledge", "x")
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[LocalApp]:
-    la = make_app(tmp_path / "data")
-    la.create_ready_database(DB)
-    yield la
-    la.close()
-
-
-def _org(app: LocalApp) -> str:
-    return app.services.keys.authenticate(app.key).org
 
 
 def _accept(app: LocalApp, text: str, entity: str = "Alice") -> str:

@@ -127,13 +127,8 @@ class IngestPipeline:
         for i, job in enumerate(jobs):
             try:
                 embedded = self._embed_job(job)
-            except StaleJob:
-                continue
-            except StoreUnavailable as exc:
-                errors[i] = TransientError(str(exc))
-                continue
             except Exception as exc:  # settled by the runner like a single job's failure
-                errors[i] = exc
+                errors[i] = _job_error(exc)
                 continue
             if embedded is not None:
                 waiting.append((i, embedded))
@@ -179,12 +174,9 @@ class IngestPipeline:
     def _publish_one(self, e: _Embedded) -> bool | BaseException:
         try:
             self.publish(e.org, e.ref, e.version, e.docs)
-        except StaleJob:
-            return False
-        except StoreUnavailable as exc:
-            return TransientError(str(exc))
         except Exception as exc:
-            return exc
+            error = _job_error(exc)
+            return False if error is None else error
         return True
 
     def _after_publish(self, e: _Embedded) -> BaseException | None:
@@ -195,12 +187,8 @@ class IngestPipeline:
                 return None
             chunks = [Chunk(d.chunk_id, d.position, d.text, "") for d in e.docs]
             self.complete(e.org, e.ref, e.version, self.graph(e.org, e.ref, e.version, chunks))
-        except StaleJob:
-            return None
-        except StoreUnavailable as exc:
-            return TransientError(str(exc))
         except Exception as exc:
-            return exc
+            return _job_error(exc)
         return None
 
     def on_give_up(self, job: Job, error: str) -> None:
@@ -448,6 +436,16 @@ class IngestPipeline:
     def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
         if not self._items.set_status(org, ref, version, status, **kw):
             raise StaleJob()
+
+
+def _job_error(exc: BaseException) -> BaseException | None:
+    """How the runner settles a batched job that raised: a stale one is done (None), storage trouble is
+    retried, anything else fails the job as it would a single one."""
+    if isinstance(exc, StaleJob):
+        return None
+    if isinstance(exc, StoreUnavailable):
+        return TransientError(str(exc))
+    return exc
 
 
 @dataclass(frozen=True)
