@@ -74,7 +74,7 @@ def test_concurrent_document_calls_run_on_sessions_of_their_own() -> None:
         assert float(np.dot(emb._embed_on(b, text)[0], single)) > 0.9999
 
     alone = le.LocalEmbedder(threads=1, document_threads=1, document_sessions=1)
-    one = le._RuntimePool(lambda: alone._runtime(1), 1)
+    one = le._RuntimePool(alone._runtime(1), lambda: alone._runtime(1), 1)
     waited: list[bool] = []
 
     def second() -> None:

@@ -1,4 +1,4 @@
-"""Index jobs claimed together (IngestPipeline.handle_batch): each item ends as if it had run alone, while
+"""Index jobs claimed together (pipeline/index_batches.py): each item ends as if it had run alone, while
 the batch shares its lock, index and status writes."""
 
 from __future__ import annotations

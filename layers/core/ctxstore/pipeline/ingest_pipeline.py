@@ -46,9 +46,6 @@ log = logging.getLogger("ctxstore.ingest")
 PARSE_FAILED = "E3001"
 STORAGE_ERROR = "E6001"
 INFERRED_PREFIX = "Inferred from conversation: "
-# A worker's batch is published whenever this many embedded chunks wait: a big document is searchable
-# as soon as it is embedded, and a few short ones share one index write.
-FLUSH_CHUNKS = 32
 
 GraphStep = Callable[[str, ItemRef, dict[str, Any], list[Chunk]], int]
 QueueGraph = Callable[[str, ItemRef, str], None]  # org, item, version: start its graph job
@@ -111,86 +108,6 @@ class IngestPipeline:
         except StoreUnavailable as exc:
             raise TransientError(str(exc)) from exc
 
-    def handle_batch(self, jobs: Sequence[Job]) -> list[BaseException | None]:
-        """Local runner handler of several index jobs claimed at once: each is parsed, chunked and embedded
-        on its own, then the embedded items are published together (one lock write, one index write, one
-        status write) whenever FLUSH_CHUNKS chunks wait, so a large document is not held back by the rest
-        of the batch. Per job: None when done (or stale), else the error the runner settles it with."""
-        errors: list[BaseException | None] = [None] * len(jobs)
-        waiting: list[tuple[int, _Embedded]] = []
-
-        def flush() -> None:
-            for i, error in self._publish_batch(waiting):
-                errors[i] = error
-            waiting.clear()
-
-        for i, job in enumerate(jobs):
-            try:
-                embedded = self._embed_job(job)
-            except Exception as exc:  # settled by the runner like a single job's failure
-                errors[i] = _job_error(exc)
-                continue
-            if embedded is not None:
-                waiting.append((i, embedded))
-            if sum(len(e.docs) for _, e in waiting) >= FLUSH_CHUNKS:
-                flush()
-        flush()
-        return errors
-
-    def _embed_job(self, job: Job) -> _Embedded | None:
-        ref = ItemRef.from_json(job.payload["ref"])
-        version = str(job.payload["version"])
-        record = self.begin(job.org, ref, version, attempt=job.attempts)
-        if record is None:
-            return None
-        chunks = self.parse_and_chunk(job.org, ref, version, record)
-        if chunks is None:
-            return None
-        return _Embedded(job.org, ref, version, self.embed(job.org, ref, record, chunks))
-
-    def _publish_batch(self, waiting: Sequence[tuple[int, _Embedded]]) -> list[tuple[int, BaseException | None]]:
-        """Publish embedded items (grouped by org) and queue their graph jobs; the error of each."""
-        out: list[tuple[int, BaseException | None]] = []
-        by_org: dict[str, list[tuple[int, _Embedded]]] = {}
-        for entry in waiting:
-            by_org.setdefault(entry[1].org, []).append(entry)
-        for org, entries in by_org.items():
-            results: list[bool | BaseException]
-            try:
-                results = list(self.publish_many(org, [e for _, e in entries]))
-            except StoreUnavailable as exc:
-                out += [(i, TransientError(str(exc))) for i, _ in entries]
-                continue
-            except Exception:  # e.g. one item's vectors rejected: publish one by one so only it fails
-                log.warning("batch publish failed; publishing its %d items one by one", len(entries), exc_info=True)
-                results = [self._publish_one(e) for _, e in entries]
-            for (i, e), result in zip(entries, results, strict=True):
-                if result is True:
-                    out.append((i, self._after_publish(e)))
-                else:  # False: replaced or deleted meanwhile, nothing to do
-                    out.append((i, result if isinstance(result, BaseException) else None))
-        return out
-
-    def _publish_one(self, e: _Embedded) -> bool | BaseException:
-        try:
-            self.publish(e.org, e.ref, e.version, e.docs)
-        except Exception as exc:
-            error = _job_error(exc)
-            return False if error is None else error
-        return True
-
-    def _after_publish(self, e: _Embedded) -> BaseException | None:
-        """The graph step of a published item: queued (or, with no graph queue, run here)."""
-        try:
-            if self._graph_step is not None and self._queue_graph is not None:
-                self._queue_graph(e.org, e.ref, e.version)
-                return None
-            chunks = [Chunk(d.chunk_id, d.position, d.text, "") for d in e.docs]
-            self.complete(e.org, e.ref, e.version, self.graph(e.org, e.ref, e.version, chunks))
-        except Exception as exc:
-            return _job_error(exc)
-        return None
-
     def on_give_up(self, job: Job, error: str) -> None:
         """After the last retry: the item ends in errored with the storage code."""
         self.fail(job.org, ItemRef.from_json(job.payload["ref"]), str(job.payload["version"]), error)
@@ -206,11 +123,14 @@ class IngestPipeline:
             return
         docs = self.embed(org, ref, record, chunks)
         self.publish(org, ref, version, docs)
+        self.hand_to_graph(org, ref, version, chunks)
+
+    def hand_to_graph(self, org: str, ref: ItemRef, version: str, chunks: list[Chunk]) -> None:
+        """After publish: the item's graph job is queued, or, with no graph queue, its graph step runs here."""
         if self._graph_step is not None and self._queue_graph is not None:
             self._queue_graph(org, ref, version)
             return
-        relations = self.graph(org, ref, version, chunks)
-        self.complete(org, ref, version, relations)
+        self.complete(org, ref, version, self.graph(org, ref, version, chunks))
 
     def graph_and_complete(self, org: str, ref: ItemRef, version: str) -> None:
         """The graph job: the item's chunks as indexed for this version feed the graph step."""
@@ -260,26 +180,22 @@ class IngestPipeline:
             self.index(org, ref, [_with_metadata(d, md, amd) for d in docs])
             self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
 
-    def publish_many(self, org: str, items: Sequence[_Embedded]) -> list[bool]:
-        """publish() for several items of one org under their locks, in one index write and one status
-        write; False for an item replaced or deleted meanwhile (nothing of it is written)."""
-        with self._items.lock_many(org, [e.ref for e in items], wait_s=STEP_WAIT_SECONDS):
-            current = [self.current(org, e.ref, e.version) for e in items]
-            live = [(e, rec) for e, rec in zip(items, current, strict=True) if rec is not None]
+    def publish_many(self, org: str, items: Sequence[tuple[ItemRef, str, list[ChunkDoc]]]) -> list[bool]:
+        """publish() for several (item, version, chunks) of one org under their locks, in one index write
+        and one status write; False for an item replaced or deleted meanwhile (nothing of it is written)."""
+        with self._items.lock_many(org, [ref for ref, _, _ in items], wait_s=STEP_WAIT_SECONDS):
+            current = [self.current(org, ref, version) for ref, version, _ in items]
+            live = [(item, rec) for item, rec in zip(items, current, strict=True) if rec is not None]
             docs: list[ChunkDoc] = []
-            for e, rec in live:
+            for (_, _, item_docs), rec in live:
                 md, amd = dict(rec.get("metadata") or {}), dict(rec.get("additional_metadata") or {})
-                docs += [_with_metadata(d, md, amd) for d in e.docs]
+                docs += [_with_metadata(d, md, amd) for d in item_docs]
             idx = self._c.search_index
             assert idx is not None
-            keys = [ItemKey(e.ref.database, e.ref.collection, e.ref.store, e.ref.item_id) for e, _ in live]  # type: ignore[arg-type]
+            keys = [ItemKey(r.database, r.collection, r.store, r.item_id) for (r, _, _), _ in live]  # type: ignore[arg-type]
             idx.replace_items(org, keys, docs)
-            moved = iter(
-                self._items.set_statuses(
-                    org,
-                    [StatusChange(e.ref, e.version, GRAPH_CREATION, {"chunk_count": len(e.docs)}) for e, _ in live],
-                )
-            )
+            changes = [StatusChange(r, v, GRAPH_CREATION, {"chunk_count": len(d)}) for (r, v, d), _ in live]
+            moved = iter(self._items.set_statuses(org, changes))
         return [rec is not None and next(moved) for rec in current]
 
     def graph(self, org: str, ref: ItemRef, version: str, chunks: list[Chunk]) -> int:
@@ -436,26 +352,6 @@ class IngestPipeline:
     def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
         if not self._items.set_status(org, ref, version, status, **kw):
             raise StaleJob()
-
-
-def _job_error(exc: BaseException) -> BaseException | None:
-    """How the runner settles a batched job that raised: a stale one is done (None), storage trouble is
-    retried, anything else fails the job as it would a single one."""
-    if isinstance(exc, StaleJob):
-        return None
-    if isinstance(exc, StoreUnavailable):
-        return TransientError(str(exc))
-    return exc
-
-
-@dataclass(frozen=True)
-class _Embedded:
-    """An index job's item, embedded and waiting to be published."""
-
-    org: str
-    ref: ItemRef
-    version: str
-    docs: list[ChunkDoc]
 
 
 def _with_metadata(doc: ChunkDoc, metadata: dict[str, Any], additional: dict[str, Any]) -> ChunkDoc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.pipeline.index_batches import IndexBatches
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
@@ -25,7 +26,7 @@ INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max
 # the embedder's pace and a new item never waits behind extraction.
 GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write
-# (IngestPipeline.handle_batch); a single ingest is still claimed and published alone.
+# (pipeline/index_batches.py); a single ingest is still claimed and published alone.
 INDEX_BATCH = 8
 
 
@@ -104,7 +105,7 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             ingest_retry,
             lease_s=600,
             on_failure=pipeline.on_give_up,
-            batch_handler=pipeline.handle_batch,
+            batch_handler=IndexBatches(pipeline).handle,
             batch=INDEX_BATCH,
         )
     )

@@ -109,15 +109,7 @@ class ItemService:
             if rec is None or rec.data.get("version") != version:
                 return False
             previous = rec.data.get("status")
-            now = self._c.clock.now()
-            data = dict(
-                rec.data,
-                status=status,
-                updated_at=now,
-                error_code=error_code,
-                error_message=error_message,
-                **(extra or {}),
-            )
+            data = self._with_status(rec, status, error_code, error_message, extra)
             try:
                 self._c.records.put(org, Put(ITEM, ref.pk, ref.item_id, data, if_version=rec.version))
             except ConditionFailed:
@@ -136,14 +128,7 @@ class ItemService:
             rec = self.get(org, change.ref)
             if rec is None or rec.data.get("version") != change.version:
                 break
-            data = dict(
-                rec.data,
-                status=change.status,
-                updated_at=self._c.clock.now(),
-                error_code=None,
-                error_message=None,
-                **change.extra,
-            )
+            data = self._with_status(rec, change.status, None, None, change.extra)
             puts.append(Put(ITEM, change.ref.pk, change.ref.item_id, data, if_version=rec.version))
             moved.append((change, data, rec.data.get("status")))
         if len(puts) == len(changes):
@@ -157,6 +142,18 @@ class ItemService:
                         self.emit_status(org, change.ref, data, previous)
                 return [True] * len(changes)
         return [self.set_status(org, c.ref, c.version, c.status, extra=c.extra) for c in changes]
+
+    def _with_status(
+        self, rec: Record, status: str, error_code: str | None, error_message: str | None, extra: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return dict(
+            rec.data,
+            status=status,
+            updated_at=self._c.clock.now(),
+            error_code=error_code,
+            error_message=error_message,
+            **(extra or {}),
+        )
 
     def emit_status(self, org: str, ref: ItemRef, data: dict[str, Any], previous: str | None) -> None:
         self._c.events.emit(

@@ -288,11 +288,11 @@ class _RuntimePool:
     concurrent runs): through `serve`, 57-58 docs/s searchable against 47 (issue 15, docs/benchmarks.md).
     """
 
-    def __init__(self, make: Callable[[], _Runtime], size: int) -> None:
+    def __init__(self, first: _Runtime, make: Callable[[], _Runtime], size: int) -> None:
         self._make = make
         self._size = max(1, size)
-        self._free: list[_Runtime] = []
-        self._made = 0
+        self._free: list[_Runtime] = [first]
+        self._made = 1
         self._cond = threading.Condition()
 
     @contextlib.contextmanager
@@ -405,17 +405,14 @@ class LocalEmbedder:
         key = (self._spec.model_id, self._document_threads, self._precision, self._document_sessions)
         pool = self._pools.get(key)
         if pool is None:
-            first = [self._runtime(self._document_threads)]  # shared with calls of that thread count
+            first = self._runtime(self._document_threads)  # the one single calls of that thread count use
             with self._load_lock:
                 pool = self._pools.get(key)
                 if pool is None:
-
-                    def make() -> _Runtime:
-                        if first:
-                            return first.pop()
-                        return _Runtime(self._spec, self._document_threads, int8=self._precision == "int8")
-
-                    pool = _RuntimePool(make, self._document_sessions)
+                    threads, int8 = self._document_threads, self._precision == "int8"
+                    pool = _RuntimePool(
+                        first, lambda: _Runtime(self._spec, threads, int8=int8), self._document_sessions
+                    )
                     self._pools[key] = pool
         return pool
 

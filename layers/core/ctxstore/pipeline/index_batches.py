@@ -1,0 +1,126 @@
+"""Index jobs that one local worker claimed together (the runner's batch handler for the index queue).
+
+Each job is parsed, chunked and embedded on its own, exactly as a single job; the embedded items are then
+published together (IngestPipeline.publish_many: one lock write, one index write, one status write)
+whenever FLUSH_CHUNKS chunks wait, so a large document is not held back by the rest of its batch. An
+item replaced or deleted meanwhile gets nothing written; a batch the index rejects is published item by
+item, so only the bad item fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ctxstore.domain.chunking import Chunk
+from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
+from ctxstore.pipeline.retry_policy import TransientError
+from ctxstore.ports.search_index import ChunkDoc
+from ctxstore.ports.work_queue import Job
+from ctxstore.services.items import ItemRef
+
+log = logging.getLogger("ctxstore.ingest")
+
+FLUSH_CHUNKS = 32
+
+JobError = BaseException | None  # per job: None when done (or stale), else what the runner settles it with
+
+
+@dataclass(frozen=True)
+class _Embedded:
+    """An index job's item, embedded and waiting to be published."""
+
+    org: str
+    ref: ItemRef
+    version: str
+    chunks: list[Chunk]
+    docs: list[ChunkDoc]
+
+
+class IndexBatches:
+    def __init__(self, pipeline: IngestPipeline) -> None:
+        self._p = pipeline
+
+    def handle(self, jobs: Sequence[Job]) -> list[JobError]:
+        errors: list[JobError] = [None] * len(jobs)
+        waiting: list[tuple[int, _Embedded]] = []
+
+        def flush() -> None:
+            for i, error in self._publish(waiting):
+                errors[i] = error
+            waiting.clear()
+
+        for i, job in enumerate(jobs):
+            try:
+                embedded = self._embed(job)
+            except Exception as exc:
+                errors[i] = _job_error(exc)
+                continue
+            if embedded is not None:
+                waiting.append((i, embedded))
+            if sum(len(e.docs) for _, e in waiting) >= FLUSH_CHUNKS:
+                flush()
+        flush()
+        return errors
+
+    def _embed(self, job: Job) -> _Embedded | None:
+        p, org = self._p, job.org
+        ref = ItemRef.from_json(job.payload["ref"])
+        version = str(job.payload["version"])
+        record = p.begin(org, ref, version, attempt=job.attempts)
+        if record is None:
+            return None
+        chunks = p.parse_and_chunk(org, ref, version, record)
+        if chunks is None:
+            return None
+        return _Embedded(org, ref, version, chunks, p.embed(org, ref, record, chunks))
+
+    def _publish(self, waiting: Sequence[tuple[int, _Embedded]]) -> list[tuple[int, JobError]]:
+        """Publish the embedded items (one write set per org), then hand each to its graph step."""
+        out: list[tuple[int, JobError]] = []
+        by_org: dict[str, list[tuple[int, _Embedded]]] = {}
+        for entry in waiting:
+            by_org.setdefault(entry[1].org, []).append(entry)
+        for org, entries in by_org.items():
+            published: list[bool | BaseException]
+            try:
+                published = list(self._p.publish_many(org, [(e.ref, e.version, e.docs) for _, e in entries]))
+            except StoreUnavailable as exc:
+                out += [(i, TransientError(str(exc))) for i, _ in entries]
+                continue
+            except Exception:  # e.g. one item's vectors rejected: publish one by one so only it fails
+                log.warning("batch publish failed; publishing its %d items one by one", len(entries), exc_info=True)
+                published = [self._publish_one(e) for _, e in entries]
+            for (i, e), result in zip(entries, published, strict=True):
+                if result is True:
+                    out.append((i, self._hand_to_graph(e)))
+                else:  # False: replaced or deleted meanwhile, nothing to do
+                    out.append((i, result if isinstance(result, BaseException) else None))
+        return out
+
+    def _publish_one(self, e: _Embedded) -> bool | BaseException:
+        try:
+            self._p.publish(e.org, e.ref, e.version, e.docs)
+        except Exception as exc:
+            outcome = _job_error(exc)
+            return False if outcome is None else outcome
+        return True
+
+    def _hand_to_graph(self, e: _Embedded) -> JobError:
+        try:
+            self._p.hand_to_graph(e.org, e.ref, e.version, e.chunks)
+        except Exception as exc:
+            return _job_error(exc)
+        return None
+
+
+def _job_error(exc: BaseException) -> JobError:
+    """How the runner settles a batched job that raised: a stale one is done (None), storage trouble is
+    retried, anything else fails the job as it would a single one."""
+    if isinstance(exc, StaleJob):
+        return None
+    if isinstance(exc, StoreUnavailable):
+        return TransientError(str(exc))
+    return exc
