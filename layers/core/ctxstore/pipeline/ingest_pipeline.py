@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -46,6 +46,10 @@ log = logging.getLogger("ctxstore.ingest")
 PARSE_FAILED = "E3001"
 STORAGE_ERROR = "E6001"
 INFERRED_PREFIX = "Inferred from conversation: "
+# What one upsert of a streamed publish carries at most (publish_batches): OpenSearch's bulk guidance is
+# 5-15 MB per request, and the adapter splits a call into requests of its own size again.
+PUBLISH_DOCS = 500
+PUBLISH_BYTES = 4 * 1024 * 1024
 
 GraphStep = Callable[[str, ItemRef, dict[str, Any], list[Chunk]], int]
 QueueGraph = Callable[[str, ItemRef, str], None]  # org, item, version: start its graph job
@@ -167,18 +171,33 @@ class IngestPipeline:
         return self.chunk(ref, record, parsed)
 
     def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
-        """Index the chunks and mark the item graph_creation (searchable from here).
+        """Index the chunks and mark the item graph_creation (searchable from here): one write of them all."""
+        self.publish_batches(org, ref, version, [docs])
 
-        Under the item's lock, and only while the record still names this version: a replaced or deleted
-        item gets nothing written (StaleJob). Metadata comes from the record as it is now, so a PATCH that
-        landed while this version was parsed and embedded is not undone."""
+    def publish_batches(self, org: str, ref: ItemRef, version: str, batches: Iterable[Sequence[ChunkDoc]]) -> int:
+        """publish() for an item whose chunks arrive in batches (the Step Functions Index step streams them
+        from the work prefix, never holding them all); answers how many chunks were indexed.
+
+        The call shape on the index: `delete_item` once (the item's old chunks), then one `upsert` per batch
+        (each at most PUBLISH_DOCS chunks / PUBLISH_BYTES when built by `bounded_batches`). A retry repeats
+        the whole sequence, so it converges. Under the item's lock, and only while the record still names
+        this version: a replaced or deleted item gets nothing written (StaleJob). Metadata comes from the
+        record as it is now, so a PATCH that landed while this version was parsed and embedded is not undone."""
+        idx = self._c.search_index
+        assert idx is not None
         with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
             md, amd = dict(record.get("metadata") or {}), dict(record.get("additional_metadata") or {})
-            self.index(org, ref, [_with_metadata(d, md, amd) for d in docs])
-            self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": len(docs)})
+            idx.delete_item(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
+            count = 0
+            for batch in batches:
+                if batch:
+                    idx.upsert(org, [_with_metadata(d, md, amd) for d in batch])
+                    count += len(batch)
+            self._set(org, ref, version, GRAPH_CREATION, extra={"chunk_count": count})
+        return count
 
     def publish_many(self, org: str, items: Sequence[tuple[ItemRef, str, list[ChunkDoc]]]) -> list[bool]:
         """publish() for several (item, version, chunks) of one org under their locks, in one index write
@@ -288,12 +307,19 @@ class IngestPipeline:
         return known
 
     def documents(
-        self, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk], vectors: dict[str, npt.NDArray[np.float32]]
+        self,
+        ref: ItemRef,
+        record: dict[str, Any],
+        chunks: list[Chunk],
+        vectors: dict[str, npt.NDArray[np.float32]],
+        *,
+        inferred: bool | None = None,
     ) -> list[ChunkDoc]:
+        """`inferred`: whether the item has inferred chunks, when `chunks` is one batch of it (else derived)."""
         title = str(record.get("title") or "")
         md = dict(record.get("metadata") or {})
         amd = dict(record.get("additional_metadata") or {})
-        if any(c.heading == "inferred" for c in chunks):
+        if inferred if inferred is not None else has_inferred(chunks):
             amd.setdefault("inferred_available", True)
         return [
             ChunkDoc(
@@ -313,13 +339,6 @@ class IngestPipeline:
             )
             for c in chunks
         ]
-
-    def index(self, org: str, ref: ItemRef, docs: list[ChunkDoc]) -> None:
-        idx = self._c.search_index
-        assert idx is not None
-        idx.delete_item(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
-        if docs:
-            idx.upsert(org, docs)
 
     # ---- helpers ---------------------------------------------------------------------------
     def current(self, org: str, ref: ItemRef, version: str) -> dict[str, Any] | None:
@@ -352,6 +371,36 @@ class IngestPipeline:
     def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
         if not self._items.set_status(org, ref, version, status, **kw):
             raise StaleJob()
+
+
+def has_inferred(chunks: Iterable[Chunk]) -> bool:
+    return any(c.heading == "inferred" for c in chunks)
+
+
+def doc_bytes(doc: ChunkDoc) -> int:
+    """About what one chunk weighs in a bulk request: its texts, its vector as JSON numbers (~12 bytes
+    each), its metadata and the fixed fields."""
+    vector = 0 if doc.vector is None else int(doc.vector.size) * 12
+    meta = len(json.dumps(doc.metadata, default=str)) + len(json.dumps(doc.additional_metadata, default=str))
+    return len(doc.text.encode()) + len(doc.title.encode()) + vector + meta + 512
+
+
+def bounded_batches(
+    docs: Iterable[ChunkDoc], *, max_docs: int = PUBLISH_DOCS, max_bytes: int = PUBLISH_BYTES
+) -> Iterator[list[ChunkDoc]]:
+    """Consecutive groups of `docs` of at most `max_docs` chunks and about `max_bytes` (a chunk heavier than
+    that alone goes in a group of its own); only one group is held at a time."""
+    group: list[ChunkDoc] = []
+    weight = 0
+    for doc in docs:
+        size = doc_bytes(doc)
+        if group and (len(group) >= max_docs or weight + size > max_bytes):
+            yield group
+            group, weight = [], 0
+        group.append(doc)
+        weight += size
+    if group:
+        yield group
 
 
 def _with_metadata(doc: ChunkDoc, metadata: dict[str, Any], additional: dict[str, Any]) -> ChunkDoc:

@@ -4,6 +4,10 @@ statemachines/ingest.asl.json runs parse -> embed (a Map over chunk batches) -> 
 complete, with errored as the Catch target; each functions/ingest_<step>/app.py calls one method here.
 A task's input and output stay small (Step Functions caps state at 256 KB): chunk texts and vectors
 travel through the blob store under the item version's work prefix, removed when the item finishes.
+Work layout, so that no task holds or reads more than it needs (a 50 MB file is ~20k chunks):
+``manifest.json`` (chunk count, batch size, whether any chunk is inferred), ``chunks/<start>.json`` and
+``vectors/<start>.npy`` per Embed batch. An Embed task reads its own batch only; Index streams batch
+after batch into the index in bounded upserts (IngestPipeline.publish_batches).
 
 Every task is idempotent for an item version, so a retried or duplicated task converges. A stale
 version (replaced or deleted item) answers ``{"outcome": "stop"}`` and the machine ends quietly;
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,14 +26,17 @@ import numpy as np
 
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
+from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob, bounded_batches, has_inferred
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.services.items import ItemRef
 from ctxstore.services.registry import Services
 
 CONTINUE = {"outcome": "continue"}
+MANIFEST = "manifest.json"
+_JSON = "application/json"
 STOP = {"outcome": "stop"}
 
 
@@ -78,7 +86,7 @@ class IngestSteps:
     # ---- tasks -----------------------------------------------------------------------------
     @_transient
     def parse(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Mark processing, parse and chunk; the chunks go to the work prefix, the batches to the Map."""
+        """Mark processing, parse and chunk; each batch's chunks go to the work prefix, the batches to the Map."""
         t = Task.of(event)
         record = self._p.begin(t.org, t.ref, t.version, attempt=t.attempt)
         if record is None:
@@ -87,48 +95,50 @@ class IngestSteps:
         if chunks is None:  # unparseable: the item is errored with the parser's code
             return dict(STOP)
         work = _work_prefix(record)
-        body = [[c.id, c.position, c.text, c.heading, c.context] for c in chunks]
-        self._blobs.put(t.org, work + "chunks.json", json.dumps(body).encode(), content_type="application/json")
-        size = self._p.embed_batch
-        batches = [{"start": s, "end": min(s + size, len(chunks))} for s in range(0, len(chunks), size)]
+        plan = WorkPlan(len(chunks), self._p.embed_batch, has_inferred(chunks))
+        for start, end in plan.batches():
+            body = [[c.id, c.position, c.text, c.heading, c.context] for c in chunks[start:end]]
+            self._blobs.put(t.org, _chunks_key(work, start), json.dumps(body).encode(), content_type=_JSON)
+        # Written last: a retried Parse that stopped half-way rewrites every batch before Embed can start.
+        self._blobs.put(t.org, work + MANIFEST, json.dumps(plan.to_json()).encode(), content_type=_JSON)
+        batches = [{"start": s, "end": e} for s, e in plan.batches()]
         return {**CONTINUE, "work": work, "chunks": len(chunks), "batches": batches}
 
     @_transient
     def embed(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Vectors of one batch of chunks, stored as one .npy under the work prefix."""
+        """Vectors of one batch of chunks (read alone), stored as one .npy under the work prefix."""
         t = Task.of(event)
         record = self._record(t)
+        work = str(event["work"])
         start, end = int(event["batch"]["start"]), int(event["batch"]["end"])
-        chunks = self._chunks(t.org, str(event["work"]))[start:end]
+        chunks = self._batch(t.org, work, start, end)
         vectors = self._p.vectors(t.org, record, chunks)
         matrix = np.stack([np.asarray(vectors[c.id], dtype=np.float32) for c in chunks]) if chunks else np.zeros(0)
         buf = io.BytesIO()
         np.save(buf, matrix, allow_pickle=False)
-        self._blobs.put(t.org, _batch_key(str(event["work"]), start), buf.getvalue())
+        self._blobs.put(t.org, _batch_key(work, start), buf.getvalue())
         return {"embedded": len(chunks)}
 
     @_transient
     def index(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Replace the item's chunks in the search index; the item becomes graph_creation (searchable)."""
+        """Replace the item's chunks in the search index, one batch of chunks and vectors at a time; the item
+        becomes graph_creation (searchable)."""
         t = Task.of(event)
         record = self._record(t)
         work = str(event["work"])
-        chunks = self._chunks(t.org, work)
-        vectors: dict[str, Any] = {}
-        size = self._p.embed_batch
-        for start in range(0, len(chunks), size):
-            matrix = self._load_batch(t.org, work, start)
-            for c, v in zip(chunks[start : start + size], matrix, strict=True):
-                vectors[c.id] = v
-        self._p.publish(t.org, t.ref, t.version, self._p.documents(t.ref, record, chunks, vectors))
-        return {**CONTINUE, "chunks": len(chunks)}
+        plan = self._plan(t.org, work)
+        docs = self._documents(t, record, work, plan)
+        count = self._p.publish_batches(t.org, t.ref, t.version, bounded_batches(docs))
+        return {**CONTINUE, "chunks": count}
 
     @_transient
     def graph(self, event: dict[str, Any]) -> dict[str, Any]:
         """The graph step (graph_payload or extraction); answers how many relations it created."""
         t = Task.of(event)
         self._record(t)  # a stale version stops here, before its chunks are read
-        chunks = self._chunks(t.org, str(event["work"]))
+        work = str(event["work"])
+        plan = self._plan(t.org, work)
+        chunks = [c for start, end in plan.batches() for c in self._batch(t.org, work, start, end)]
         return {"relations": self._p.graph(t.org, t.ref, t.version, chunks)}
 
     @_transient
@@ -164,13 +174,40 @@ class IngestSteps:
             raise StaleJob()
         return record
 
-    def _chunks(self, org: str, work: str) -> list[Chunk]:
+    def _documents(self, t: Task, record: dict[str, Any], work: str, plan: WorkPlan) -> Iterator[ChunkDoc]:
+        """The item's index documents, read one batch of chunks and vectors at a time."""
+        for start, end in plan.batches():
+            chunks = self._batch(t.org, work, start, end)
+            matrix = self._load_batch(t.org, work, start)
+            vectors = {c.id: v for c, v in zip(chunks, matrix, strict=True)}
+            yield from self._p.documents(t.ref, record, chunks, vectors, inferred=plan.inferred)
+
+    def _plan(self, org: str, work: str) -> WorkPlan:
+        try:
+            return WorkPlan.from_json(json.loads(self._blobs.get(org, work + MANIFEST)))
+        except BlobNotFound:
+            pass
+        # Work written before batches had objects of their own (an execution in flight across a deploy).
+        chunks = self._legacy_chunks(org, work)
+        return WorkPlan(len(chunks), self._p.embed_batch, has_inferred(chunks))
+
+    def _batch(self, org: str, work: str, start: int, end: int) -> list[Chunk]:
+        """The chunks of one batch: its own object only."""
+        try:
+            raw = json.loads(self._blobs.get(org, _chunks_key(work, start)))
+        except BlobNotFound:
+            return self._legacy_chunks(org, work)[start:end]
+        chunks = [_chunk(r) for r in raw]
+        if len(chunks) != end - start:
+            raise ValueError(f"work batch {start} holds {len(chunks)} chunks, expected {end - start}")
+        return chunks
+
+    def _legacy_chunks(self, org: str, work: str) -> list[Chunk]:
         try:
             raw = json.loads(self._blobs.get(org, work + "chunks.json"))
         except BlobNotFound:
             raise StaleJob() from None  # the item was deleted (its blobs went with it)
-        # The context (5th field) is absent from work files written before it existed.
-        return [Chunk(str(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]) if len(r) > 4 else "") for r in raw]
+        return [_chunk(r) for r in raw]
 
     def _load_batch(self, org: str, work: str, start: int) -> Any:
         try:
@@ -191,6 +228,35 @@ def _work_prefix(record: dict[str, Any]) -> str:
 
 def _batch_key(work: str, start: int) -> str:
     return f"{work}vectors/{start:08d}.npy"
+
+
+def _chunks_key(work: str, start: int) -> str:
+    return f"{work}chunks/{start:08d}.json"
+
+
+def _chunk(r: list[Any]) -> Chunk:
+    # The context (5th field) is absent from work files written before it existed.
+    return Chunk(str(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]) if len(r) > 4 else "")
+
+
+@dataclass(frozen=True)
+class WorkPlan:
+    """How an item version's chunks are split into Embed batches (the work prefix's manifest)."""
+
+    chunks: int
+    batch_size: int
+    inferred: bool  # whether the item has inferred chunks (every document of it says so)
+
+    def batches(self) -> Iterator[tuple[int, int]]:
+        for start in range(0, self.chunks, self.batch_size):
+            yield start, min(start + self.batch_size, self.chunks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"chunks": self.chunks, "batch_size": self.batch_size, "inferred": self.inferred}
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> WorkPlan:
+        return WorkPlan(int(raw["chunks"]), int(raw["batch_size"]), bool(raw.get("inferred")))
 
 
 def ingest_steps(svc: Services) -> IngestSteps:
