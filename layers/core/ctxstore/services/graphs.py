@@ -30,6 +30,7 @@ from ctxstore.domain.graph_keys import (
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
 from ctxstore.retrieval.graph_context import GraphContextRequest
+from ctxstore.services import graph_payloads
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.entity_graph import (
@@ -43,7 +44,7 @@ from ctxstore.services.entity_graph import (
     evidence,
 )
 from ctxstore.services.item_graph import RELATION_ORDER, ItemGraph, SourceProps, source_entity, structural_evidence
-from ctxstore.services.items import GRAPH_PAYLOAD, STORES, ItemRef, ItemService
+from ctxstore.services.items import STORES, ItemRef, ItemService
 from ctxstore.services.principal import Principal
 from ctxstore.services.ranking_cache import RankingCache
 
@@ -150,9 +151,9 @@ class GraphService:
             ),
             links,
         )
-        payload = self._c.records.get(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
+        payload = graph_payloads.load(self._c, org, ref)
         if payload is not None:
-            entities, relations = self._supplied(payload.data, chunks)
+            entities, relations = self._supplied(payload, chunks)
         else:
             entities, relations = self._extracted(chunks)
         eg = self.entities

@@ -10,10 +10,11 @@ from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
 from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.services import graph_payloads
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
-from ctxstore.services.items import GRAPH_PAYLOAD, ITEM, QUEUED, ItemRef, ItemService, new_version
+from ctxstore.services.items import ITEM, QUEUED, ItemRef, ItemService, new_version
 from ctxstore.services.principal import Principal
 from ctxstore.services.uploads import UploadService
 
@@ -160,7 +161,7 @@ class IngestService:
             # written yet waits and retries; a job whose record names a newer version is stale and stops.
             self._c.blobs.put(org, key, data, content_type=ctype)
             if graph is not None:
-                self._c.records.put(org, Put(GRAPH_PAYLOAD, ref.pk, ref.item_id, graph.to_json()))
+                graph_payloads.save(self._c, org, ref, key, graph.to_json())
             assert self._c.workflow is not None
             self._c.workflow.start(
                 org,
