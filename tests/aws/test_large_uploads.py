@@ -1,4 +1,5 @@
-"""Large uploads on AWS: a presigned S3 POST bounded by its policy, then POST /context/ingest by reference.
+"""Large uploads on AWS: a presigned S3 POST bounded by its policy, then POST /context/ingest by reference;
+a 50 MB file through the whole state machine within each function's memory; graph_payload at its limits.
 
 moto accepts POSTs to the presigned URL in-process (`requests` is intercepted), but it does not
 enforce a POST policy's conditions nor apply its `tagging` field; those are checked on the policy
@@ -10,17 +11,27 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
+import threading
 import time
+import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 import requests
 import urllib3
 
 from ctxstore.adapters.aws.s3_blobs import STAGED_TAG, S3BlobStore
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES
+from ctxstore.pipeline.ingest_pipeline import PUBLISH_BYTES, PUBLISH_DOCS, doc_bytes
 from tests.aws import sfn_harness as h
-from tests.aws.moto_env import REGION, MotoWorld
+from tests.aws.moto_env import REGION, ROOT, AwsNames, MotoWorld, resource, template
 from tests.aws.test_api_functions import _ready_database
 from tests.aws.test_handlers import FakeContext, aws, event, load_function, new_key  # noqa: F401 (aws: fixture)
 
@@ -125,3 +136,255 @@ def test_ingest_refuses_a_staged_object_over_50mb(aws: MotoWorld, monkeypatch: A
     resp = api.handler(ev, FakeContext())
     assert resp["statusCode"] == 413, resp
     assert json.loads(resp["body"])["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+# ---- a 50 MB file through the whole state machine ------------------------------------------------
+TASK_FUNCTIONS = (
+    "IngestParseFunction",
+    "IngestEmbedFunction",
+    "IngestIndexFunction",
+    "IngestGraphFunction",
+    "IngestCompleteFunction",
+    "IngestErroredFunction",
+)
+MEMORY_SHARE = 0.6  # a step's peak may use at most this share of its function's MemorySize
+MB = 1024 * 1024
+
+
+@dataclass
+class Invocation:
+    function: str
+    event: dict[str, Any]
+    traced_peak: int = 0  # bytes tracemalloc saw above the invocation's start
+    rss_delta: int = 0  # the RSS high-water mark above the RSS at the invocation's start
+    reads: list[tuple[str, int]] = field(default_factory=list)  # S3 GetObject: (key, bytes)
+    result: Any = None
+    seconds: float = 0.0
+
+    @property
+    def peak(self) -> int:
+        return max(self.traced_peak, self.rss_delta)
+
+
+def _status_kb(field_name: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field_name} in /proc/self/status")
+
+
+class StepMeter:
+    """Runs every Lambda invocation alone (as its own function instance would) and measures it: the peak of
+    what it allocates (tracemalloc, started at its first line and stopped at its last), its RSS high-water
+    mark above the RSS it started with (VmHWM, reset through /proc/self/clear_refs), and each S3 GetObject
+    it makes (botocore's event hooks on the default session, so every client the functions build has them)."""
+
+    def __init__(self) -> None:
+        self.runs: list[Invocation] = []
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._session = boto3._get_default_session()._session  # type: ignore[attr-defined]
+        self._session.register("provide-client-params.s3.GetObject", self._before_get, unique_id="meter-get-1")
+        self._session.register("after-call.s3.GetObject", self._after_get, unique_id="meter-get-2")
+
+    def close(self) -> None:
+        self._session.unregister("provide-client-params.s3.GetObject", unique_id="meter-get-1")
+        self._session.unregister("after-call.s3.GetObject", unique_id="meter-get-2")
+
+    def _before_get(self, params: dict[str, Any], **_: Any) -> None:
+        self._local.key = params.get("Key")
+
+    def _after_get(self, parsed: dict[str, Any], **_: Any) -> None:
+        run: Invocation | None = getattr(self._local, "run", None)
+        if run is not None:
+            run.reads.append((str(self._local.key), int(parsed.get("ContentLength") or 0)))
+
+    def wrap(self, handlers: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+        return {name: self._measured(name, fn) for name, fn in handlers.items()}
+
+    def _measured(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(event: dict[str, Any], context: Any) -> Any:
+            with self._lock:
+                rec = Invocation(name, event)
+                self._local.run = rec
+                Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+                rss0 = _status_kb("VmRSS")
+                t0 = time.monotonic()
+                tracemalloc.start()
+                try:
+                    rec.result = fn(event, context)
+                    return rec.result
+                finally:
+                    rec.traced_peak = tracemalloc.get_traced_memory()[1]
+                    tracemalloc.stop()
+                    rec.seconds = time.monotonic() - t0
+                    rec.rss_delta = max(0, _status_kb("VmHWM") - rss0)
+                    self._local.run = None
+                    self.runs.append(rec)
+
+        return run
+
+    def of(self, function: str) -> list[Invocation]:
+        return [r for r in self.runs if r.function == function and "error" not in r.event]
+
+
+def _cold_start_rss(code_dirs: list[str]) -> int:
+    """RSS of a fresh interpreter that imported these functions' app.py (the container each builds included):
+    what a function instance holds before its first event."""
+    script = (
+        "import importlib.util, resource, sys\n"
+        "for i, path in enumerate(sys.argv[1:]):\n"
+        "    spec = importlib.util.spec_from_file_location(f'fn{i}', path)\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXSTORE_")}
+    env.update(AwsNames().env(), AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION, POWERTOOLS_TRACE_DISABLED="1")
+    paths = [str(ROOT / "functions" / d / "app.py") for d in code_dirs]
+    out = subprocess.run([sys.executable, "-c", script, *paths], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1]) * 1024
+
+
+def _memory_size(logical_id: str) -> int:
+    props = resource(logical_id)["Properties"]
+    size = props["MemorySize"]
+    if isinstance(size, dict):  # !Ref <parameter>: its default
+        size = template()["Parameters"][size["Ref"]]["Default"]
+    return int(size) * MB
+
+
+class RecordingIndex:
+    """The real index, recording each call the Index step makes on it (the port's call shape)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, int]] = []  # ("delete_item", 0) / ("upsert", chunks)
+
+    def delete_item(self, *args: Any) -> int:
+        self.calls.append(("delete_item", 0))
+        n: int = self.inner.delete_item(*args)
+        return n
+
+    def upsert(self, org: str, chunks: Any) -> None:
+        self.calls.append(("upsert", len(chunks)))
+        assert sum(doc_bytes(c) for c in chunks) <= PUBLISH_BYTES or len(chunks) == 1
+        self.inner.upsert(org, chunks)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _fifty_mb_log() -> bytes:
+    """A 50 MB Markdown log of one repeated section: every chunk has one of a handful of texts, so the real
+    embedding model (which embeds each distinct text of a call once) runs a few times per batch, not ~20k
+    times. The data flow, the chunk count and every chunk's size are those of a real 50 MB file."""
+    line = "The lighthouse keeper logs every passing ship, its flag, its heading and the hour it cleared the reef."
+    section = "## Log\n\n" + " ".join([line] * 10) + "\n\n"
+    head = "# Keeper's log\n\n"
+    return (head + section * ((MAX_FILE_BYTES - len(head)) // len(section))).encode()
+
+
+@pytest.mark.timeout(400)
+def test_a_50mb_upload_runs_batch_by_batch_within_60_percent_of_each_functions_memory(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Parse -> Embed (the Map, one batch per task) -> Index -> Graph -> Complete on moto's Step Functions,
+    every task the real handler in this process. Search is the real SQLite index and vectors come from the
+    real local model (moto's bedrock-runtime answers InvokeModel with an empty body, so Titan cannot run
+    here), both through their ports, standing in for OpenSearch Serverless and Bedrock."""
+    from moto.core.config import default_user_config
+
+    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    arn = h.create_state_machine()
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+    embedder = LocalEmbedder()
+    embedder.warm_up()  # on this thread: onnxruntime's pool then outlives moto's task threads
+    index = RecordingIndex(SqliteSearchIndex(tmp_path / "search.db"))
+    meter = StepMeter()
+    try:
+        modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
+        for m in modules.values():
+            m.container.search_index = index
+            m.container.embedder = embedder
+        router = h.LambdaRouter(monkeypatch, meter.wrap(h.handlers_of(modules)))
+
+        # The file arrives by reference (the presigned POST is the 7 MB test's): staged, then ingested.
+        api = load_function("api_context_ingest")
+        ev = event("api_context_ingest_uploads", key)
+        ev["body"] = json.dumps({"filename": "log.md", "size_bytes": MAX_FILE_BYTES, "content_type": "text/markdown"})
+        grant = json.loads(api.handler(ev, FakeContext())["body"])["data"]
+        doc = _fifty_mb_log()
+        assert MAX_FILE_BYTES - 2048 < len(doc) <= MAX_FILE_BYTES
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.put_object(Bucket=aws.names.bucket, Key=grant["fields"]["key"], Body=doc)
+        del doc
+        body, ctype = urllib3.encode_multipart_formdata(
+            [
+                ("database", "acme"),
+                ("document_metadata", json.dumps([{"id": "log-1"}])),
+                ("uploads", json.dumps([{"upload_id": grant["upload_id"]}])),
+            ]
+        )
+        ev = event("api_context_ingest", key)
+        ev["headers"]["content-type"] = ctype
+        ev["body"] = base64.b64encode(body).decode()
+        assert api.handler(ev, FakeContext())["statusCode"] == 202
+
+        t_start = time.monotonic()
+        [run] = h.wait_for_executions(arn, 1, timeout_s=360, router=router)
+        print("\nexecution", time.monotonic() - t_start, {f: round(sum(r.seconds for r in meter.runs if r.function == f), 1) for f in TASK_FUNCTIONS})
+        assert run["status"] == "SUCCEEDED", run
+    finally:
+        meter.close()
+
+    # Searchable: every chunk, with its vector.
+    [parse] = meter.of("IngestParseFunction")
+    parsed_out = parse.result
+    n_chunks, batches = parsed_out["chunks"], parsed_out["batches"]
+    assert n_chunks > 15_000 and len(batches) == -(-n_chunks // 64)
+    assert index.count("acme-org", "acme", "knowledge") == n_chunks
+    ev = event("api_context_ingest_status", key)
+    ev["rawQueryString"], ev["queryStringParameters"] = "database=acme&ids=log-1", {"database": "acme", "ids": "log-1"}
+    [st] = json.loads(api.handler(ev, FakeContext())["body"])["data"]["statuses"]
+    assert st["indexing_status"] == "completed"
+
+    # Each Embed task read exactly its own batch of chunks, nothing else.
+    work = parsed_out["work"]
+    embeds = meter.of("IngestEmbedFunction")
+    assert sorted(e.event["batch"]["start"] for e in embeds) == [b["start"] for b in batches]
+    chunk_objects: dict[str, int] = {}
+    for e in embeds:
+        [(read_key, size)] = e.reads
+        assert read_key == f"acme-org/{work}chunks/{e.event['batch']['start']:08d}.json", read_key
+        chunk_objects[read_key] = size
+    assert max(chunk_objects.values()) < 64 * 4 * 1024  # 64 chunks of a few KB, not the file
+
+    # Index read each batch's chunks and vectors once, and wrote them in bounded upserts after one delete.
+    [idx] = meter.of("IngestIndexFunction")
+    index_reads = dict(idx.reads)
+    assert len(idx.reads) == len(index_reads) == 2 * len(batches) + 1  # + the manifest
+    assert {k for k in index_reads if "/chunks/" in k} == set(chunk_objects)
+    kinds = [c for c, _ in index.calls]
+    assert kinds[0] == "delete_item" and kinds.count("delete_item") == 1
+    upserts = [n for c, n in index.calls if c == "upsert"]
+    assert sum(upserts) == n_chunks and max(upserts) <= PUBLISH_DOCS
+
+    # Memory: the function's cold-start RSS plus the step's peak stays within 60 % of its MemorySize.
+    baseline = _cold_start_rss([h.code_dir(f) for f in ("IngestEmbedFunction", "IngestIndexFunction")])
+    peaks = {
+        "IngestParseFunction": parse.peak,
+        "IngestEmbedFunction": max(e.peak for e in embeds),
+        "IngestIndexFunction": idx.peak,
+        "IngestGraphFunction": max(g.peak for g in meter.of("IngestGraphFunction")),
+    }
+    report = {f: (round(p / MB), round((baseline + p) / _memory_size(f) * 100)) for f, p in peaks.items()}
+    print(f"\n50 MB, {n_chunks} chunks, cold-start RSS {baseline / MB:.0f} MB; step peak MB, % of memory: {report}")
+    for function, peak in peaks.items():
+        assert baseline + peak <= MEMORY_SHARE * _memory_size(function), (function, report)
