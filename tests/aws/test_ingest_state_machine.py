@@ -206,7 +206,8 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
         m.handler.container.embedder = embedder
     router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
 
-    # Well over 64 chunks: the Embed Map runs several batches of 64.
+    # Well over 64 chunks: with batches of 64 (256 in production) the Embed Map runs several.
+    monkeypatch.setattr("ctxstore.pipeline.ingest_steps.WORK_BATCH", 64)
     sections = [f"## Section {i}\n\n" + f"Paragraph {i} explains the lighthouse keeper's log. " * 25 for i in range(60)]
     guide = ("# Keeper's guide\n\n" + "\n\n".join(sections)).encode()
     app = [{"id": "poison-1", "title": "Poison", "type": "note", "content": {"text": "This one never indexes."}}]

@@ -36,6 +36,11 @@ from ctxstore.services.registry import Services
 
 CONTINUE = {"outcome": "continue"}
 MANIFEST = "manifest.json"
+# Chunks per Embed task (the Map's items). Bedrock embeds one text per request, a few in flight, so a batch
+# this size takes seconds; fewer, larger batches mean fewer Lambda invocations, S3 requests and state
+# transitions per file (a 50 MB file is ~20k chunks: 76 tasks, not 301). The embedder itself is still
+# called PipelineConfig.embed_batch texts at a time.
+WORK_BATCH = 256
 _JSON = "application/json"
 STOP = {"outcome": "stop"}
 
@@ -95,7 +100,7 @@ class IngestSteps:
         if chunks is None:  # unparseable: the item is errored with the parser's code
             return dict(STOP)
         work = _work_prefix(record)
-        plan = WorkPlan(len(chunks), self._p.embed_batch, has_inferred(chunks))
+        plan = WorkPlan(len(chunks), WORK_BATCH, has_inferred(chunks))
         for start, end in plan.batches():
             body = [[c.id, c.position, c.text, c.heading, c.context] for c in chunks[start:end]]
             self._blobs.put(t.org, _chunks_key(work, start), json.dumps(body).encode(), content_type=_JSON)
