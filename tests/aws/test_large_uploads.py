@@ -28,6 +28,7 @@ import requests
 import urllib3
 
 from ctxstore.adapters.aws.s3_blobs import STAGED_TAG, S3BlobStore
+from ctxstore.domain.graph_payload import MAX_ENTITIES, MAX_RELATIONS
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES
 from ctxstore.pipeline.ingest_pipeline import PUBLISH_BYTES, PUBLISH_DOCS, doc_bytes
 from ctxstore.pipeline.ingest_steps import WORK_BATCH
@@ -414,3 +415,146 @@ def test_a_50mb_upload_runs_batch_by_batch_within_60_percent_of_each_functions_m
     print(f"\n50 MB, {n_chunks} chunks, cold-start RSS {baseline / MB:.0f} MB; step peak MB, % of memory: {report}")
     for function, peak in peaks.items():
         assert baseline + peak <= MEMORY_SHARE * _memory_size(function), (function, report)
+
+
+# ---- graph_payload at the API's limits ---------------------------------------------------------
+DDB_ITEM_LIMIT = 400 * 1024
+
+
+def _ddb_item_size(item: dict[str, Any]) -> int:
+    """DynamoDB's item size: each attribute name's UTF-8 bytes plus its value's (strings UTF-8, binary raw,
+    numbers ~ digits / 2 + 1)."""
+    size = 0
+    for name, value in item.items():
+        size += len(name.encode())
+        ((kind, v),) = value.items()
+        if kind == "S":
+            size += len(v.encode())
+        elif kind == "B":
+            size += len(v)
+        elif kind == "N":
+            size += len(v) // 2 + 1
+        else:
+            size += len(json.dumps(v).encode())
+    return size
+
+
+def _max_graph_payload() -> dict[str, Any]:
+    """MAX_ENTITIES entities and MAX_RELATIONS relations, 4 per entity (under the per-entity cap)."""
+    n_ent, n_rel = MAX_ENTITIES, MAX_RELATIONS
+    entities = {
+        f"e{i}": {"name": f"Keeper station {i} of the northern reef", "type": "place", "namespace": "coast"}
+        for i in range(n_ent)
+    }
+    relations = [
+        {
+            "source": f"e{i % n_ent}",
+            "target": f"e{(i * 7 + 1) % n_ent}",
+            "predicate": "signals_to",
+            "context": f"Station {i % n_ent} signals station {(i * 7 + 1) % n_ent} at dusk.",
+            "temporal_details": None,
+        }
+        for i in range(n_rel)
+    ]
+    return {"entities": entities, "relations": relations}
+
+
+@pytest.mark.timeout(300)
+def test_a_graph_payload_at_the_api_limits_is_stored_in_s3_and_built_by_the_graph_step(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """POST /context/ingest through the API function, then the Step Functions tasks' handlers in order. The
+    graph store is the local FalkorDB adapter standing in for Neptune (whose dialect and namespacing
+    tests/aws/test_neptune_graph.py covers): what is tested here is where the payload lives and travels."""
+    from ctxstore.adapters.local.falkordb_engine import FalkorEngine
+    from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
+    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+    from ctxstore.domain.graph_keys import graph_name
+
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", h.create_state_machine())  # started, not executed here
+    monkeypatch.setenv("CTXSTORE_GRAPH_ID", "g-abcde12345")
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+    engine = FalkorEngine(tmp_path / "graph")
+    falkor = FalkorGraphStore(engine)
+    try:
+        graph = falkor
+        index = SqliteSearchIndex(tmp_path / "search.db")
+        embedder = LocalEmbedder()
+        payload = _max_graph_payload()
+        text = "Station 0 signals station 1 at dusk. The keepers log every signal."
+        items = [{"id": "g-1", "title": "Signals", "type": "note", "content": {"text": text}}]
+        body, ctype = urllib3.encode_multipart_formdata(
+            [
+                ("database", "acme"),
+                ("app_knowledge", json.dumps(items)),
+                ("graph_payload", json.dumps({"g-1": payload})),
+            ]
+        )
+        assert len(body) < LAMBDA_PAYLOAD_CAP * 3 // 4  # fits a Lambda request once base64-encoded
+        api = load_function("api_context_ingest")
+        ev = event("api_context_ingest", key)
+        ev["headers"]["content-type"] = ctype
+        ev["body"] = base64.b64encode(body).decode()
+        ev["isBase64Encoded"] = True
+        resp = api.handler(ev, FakeContext())
+        assert resp["statusCode"] == 202, resp
+        [result] = json.loads(resp["body"])["data"]["results"]
+        assert (result["status"], result["relations_created"]) == ("queued", MAX_RELATIONS)
+
+        # Every record stays far below DynamoDB's item limit; the payload itself is an S3 object.
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        records = ddb.scan(TableName=aws.names.records_table)["Items"]
+        assert max(_ddb_item_size(r) for r in records) < DDB_ITEM_LIMIT
+        [ref_record] = [r for r in records if r["pk"]["S"].startswith("acme-org#graph_payload#")]
+        assert _ddb_item_size(ref_record) < 2048
+        s3 = boto3.client("s3", region_name=REGION)
+        listed = s3.list_objects_v2(Bucket=aws.names.bucket, Prefix="acme-org/")["Contents"]
+        [blob] = [o for o in listed if o["Key"].endswith(".graph.json")]
+        assert blob["Size"] > DDB_ITEM_LIMIT  # what one DynamoDB item could not hold
+
+        # The tasks, in the state machine's order, on the execution's input.
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        [execution] = sfn.list_executions(stateMachineArn=os.environ["CTXSTORE_STATE_MACHINE_ARN"])["executions"]
+        started = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+        task = {"org": started["org"], "ref": started["payload"]["ref"], "version": started["payload"]["version"]}
+        fns = {step: load_function(f"ingest_{step}") for step in ("parse", "embed", "index", "graph", "complete")}
+        for fn in fns.values():
+            fn.handler.container.search_index = index
+            fn.handler.container.embedder = embedder
+            fn.handler.container.graph = graph
+        parsed = fns["parse"].handler({**task, "payload": started["payload"]}, FakeContext())
+        work = {**task, "work": parsed["work"]}
+        for batch in parsed["batches"]:
+            fns["embed"].handler({**work, "batch": batch}, FakeContext())
+        assert fns["index"].handler(work, FakeContext())["outcome"] == "continue"
+        out = fns["graph"].handler(work, FakeContext())
+        assert out == {"relations": MAX_RELATIONS}
+        fns["complete"].handler({**work, "relations": out["relations"]}, FakeContext())
+        cypher = "MATCH ()-[r:REL]->() WHERE r.origin = 'byog' RETURN count(r)"
+        rels = falkor.query("acme-org", graph_name("knowledge", "acme", ""), cypher)
+        assert rels.rows == [[MAX_RELATIONS]]
+
+        # Deleting the item deletes the payload's object and its record.
+        items_api = load_function("api_context_items")
+        items_api.handler.container.graph = graph
+        items_api.handler.container.search_index = index
+        ev = event("api_context_items_list", key)
+        ev["routeKey"] = "DELETE /context"
+        ev["requestContext"]["http"]["method"] = "DELETE"
+        ev["requestContext"]["routeKey"] = "DELETE /context"
+        ev["rawPath"] = ev["requestContext"]["http"]["path"] = "/context"
+        ev["body"] = json.dumps({"database": "acme", "ids": ["g-1"], "type": "knowledge"})
+        resp = items_api.handler(ev, FakeContext())
+        assert resp["statusCode"] == 200, resp
+        left = s3.list_objects_v2(Bucket=aws.names.bucket, Prefix="acme-org/").get("Contents", [])
+        assert not [o for o in left if o["Key"].endswith(".graph.json")], left
+        records = ddb.scan(TableName=aws.names.records_table)["Items"]
+        assert not [r for r in records if r["pk"]["S"].startswith("acme-org#graph_payload#")]
+        index.close()
+    finally:
+        falkor.close()
+        engine.stop()
