@@ -459,3 +459,18 @@ def test_concurrent_readers_and_a_writer(index: SearchIndex) -> None:
     expected = 20 + 40 - len([i for i in range(40) if i % 3 == 0 and i > 0])
     assert index.count(ORG, DB, "knowledge") == expected
     assert len(index.vector_search(ORG, flt(), axis(1), limit=100)) == expected
+
+
+def test_an_item_streamed_as_one_delete_then_several_upserts_holds_exactly_its_new_chunks(index: SearchIndex) -> None:
+    """The call shape of IngestPipeline.publish_batches (the Step Functions Index task): delete_item once, then
+    the item's new chunks in several upserts; nothing of the old version stays, every new chunk is there."""
+    index.upsert(ORG, [chunk(f"old#{i}", f"old text {i}", item_id="s", position=i) for i in range(5)])
+    index.upsert(ORG, [chunk("other#0", "another item", item_id="t")])
+    index.delete_item(ORG, DB, "c1", "knowledge", "s")
+    new = [chunk(f"new#{i}", f"new text {i}", item_id="s", position=i, vector=axis(i % DIM)) for i in range(7)]
+    for start in range(0, len(new), 3):
+        index.upsert(ORG, new[start : start + 3])
+    got = index.item_chunks(ORG, DB, "c1", "knowledge", "s")
+    assert [c.chunk_id for c in got] == [f"new#{i}" for i in range(7)]
+    assert [c.chunk_id for c in index.item_chunks(ORG, DB, "c1", "knowledge", "t")] == ["other#0"]
+    assert index.count(ORG, DB, "knowledge") == 8
