@@ -239,3 +239,21 @@ def test_json_mode_errors_keep_the_hint(env: dict[str, str]) -> None:
     ran = cli(env, "-o", "json", "--url", "ftp://x", "database", "list")
     assert ran.code == exit_codes.USAGE
     assert "pass --url" in json.loads(ran.stderr)["error"]["hint"]
+
+
+def test_every_error_says_what_to_do_next(served: Served, env: dict[str, str], tmp_path: Path) -> None:
+    db = served.ready_database("hints")
+    bad_records = tmp_path / "bad.json"
+    bad_records.write_text('"just a string"')
+    failing = [
+        (exit_codes.USAGE, ["database", "create", "no spaces allowed"]),  # the API refuses the name (400)
+        (exit_codes.USAGE, ["ingest", "--memories", str(bad_records), "-d", db]),
+        (exit_codes.USAGE, ["byog", "query", "RETURN 1", "-d", "g", "-p", "novalue"]),
+        (exit_codes.NOT_FOUND, ["inspect", "no-such-item", "-d", db]),
+        (exit_codes.CONFLICT, ["database", "create", db]),
+        (exit_codes.UNAVAILABLE, ["--url", "127.0.0.1:9", "--timeout", "2", "database", "list"]),
+    ]
+    for code, args in failing:
+        ran = cli(env, *args)
+        assert ran.code == code, (args, ran.stderr)
+        assert "Error" in ran.stderr and "\nHint: " in ran.stderr, (args, ran.stderr)

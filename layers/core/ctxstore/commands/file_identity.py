@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from ctxstore.client import CtxstoreClient
+from ctxstore.client.documents import MAX_FILE_BYTES
 from ctxstore.commands.common import Refused
 
 HASH_FIELD = "ctxstore_sha256"  # additional_metadata key: the content hash of the file stored under this id
@@ -93,7 +94,12 @@ def identify(files: Sequence[Path], roots: Sequence[Path], database: str, collec
             + " and ".join(str(p) for p in paths),
             hint="ingest those folders in separate commands into different collections (-c), or rename one",
         )
-    return [LocalFile(f, key, file_id(database, collection, key), _sha256(f), f.stat().st_size) for f, key in keyed]
+    out = []
+    for f, key in keyed:
+        size = f.stat().st_size
+        digest = _sha256(f) if size <= MAX_FILE_BYTES else ""  # too large to send: not worth reading
+        out.append(LocalFile(f, key, file_id(database, collection, key), digest, size))
+    return out
 
 
 def stored_copies(client: CtxstoreClient, ids: Sequence[str]) -> dict[str, StoredCopy]:

@@ -22,6 +22,7 @@ from ctxstore.commands.file_identity import HASH_FIELD, LocalFile, change_of, id
 from ctxstore.commands.output import Output
 
 REJECTED_FORMAT = "E1002"
+RECORDS_HINT = "give a JSON array of objects, one JSON object, or JSON Lines (one object per line)"
 # After these a later request cannot do better: stop sending and report what was done.
 FATAL_CODES = frozenset({"UNAUTHORIZED", "FORBIDDEN", "DATABASE_NOT_FOUND", "UNREACHABLE"})
 
@@ -101,7 +102,7 @@ def load_records(path: Path) -> list[dict[str, Any]]:
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise Refused(f"cannot read {path}: {exc}") from None
+        raise Refused(f"cannot read {path}: {exc}", hint="check the path and that the file is readable") from None
     stripped = raw.lstrip()
     records: Any
     try:
@@ -112,9 +113,9 @@ def load_records(path: Path) -> list[dict[str, Any]]:
         else:
             records = [json.loads(line) for line in raw.splitlines() if line.strip()]
     except ValueError as exc:
-        raise Refused(f"{path} is neither a JSON array nor JSON Lines: {exc}") from None
+        raise Refused(f"{path} is neither a JSON array nor JSON Lines: {exc}", hint=RECORDS_HINT) from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise Refused(f"{path}: every record must be a JSON object")
+        raise Refused(f"{path}: every record must be a JSON object", hint=RECORDS_HINT)
     return [dict(r) for r in records]
 
 
