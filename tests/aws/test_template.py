@@ -494,8 +494,8 @@ def test_graph_store_neptune_analytics_creates_the_graph_and_grants_it_where_use
     read = {"neptune-graph:ReadDataViaQuery"}
     write = read | {"neptune-graph:WriteDataViaQuery", "neptune-graph:DeleteDataViaQuery"}
     assert granted["ApiQueryFunction"] == read and granted["ApiGraphsFunction"] == read
-    for fn in ("IngestGraphFunction", "ApiContextItemsFunction", "ApiDatabasesFunction", "JobWorkerFunction"):
-        assert granted[fn] == write, fn
+    for name in ("IngestGraphFunction", "ApiContextItemsFunction", "ApiDatabasesFunction", "JobWorkerFunction"):
+        assert granted[name] == write, name
     for logical_id, fn in _functions().items():  # in the template itself: every graph grant is under HasGraph
         for cond, policy in _policies(fn):
             if "neptune-graph:" in str(policy):
