@@ -93,7 +93,7 @@ class ByogService:
         else:
             prefix = f"{org}/{GRAPH_PREFIX}{database}:"
             ok = any(key.startswith(prefix) for key in hosted)
-        if not ok or self._c.graph is None:
+        if not ok or not self._c.configured("graph"):
             what = database if collection is None else f"{database}/{collection}"
             raise ApiError(ErrorCode.FORBIDDEN, NOT_HOSTED.format(what=what))
 
