@@ -62,10 +62,10 @@ EXPECTED: dict[str, int] = {
     "api_context_ingest_uploads": 201,  # a presigned S3 POST for a 30 MB file (tests/aws/test_large_uploads.py)
     "api_context_ingest_status": 404,  # FILE_NOT_FOUND: nothing ingested yet (the ingest test sees 200)
     "api_context_items_list": 200,
-    "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one
+    "api_byog_query": 403,  # FORBIDDEN: no BYOG graph on this deployment (tests/aws/test_feature_switches.py)
     "api_webhooks_list": 200,
     "api_query": 200,  # text-only (no Bedrock model configured here) over the empty search index
-    "api_graphs_relations": 503,  # no CTXSTORE_GRAPH_ID under moto (no Neptune): tests/aws/test_neptune_graph.py
+    "api_graphs_relations": 403,  # FORBIDDEN: no CTXSTORE_GRAPH_ID = GraphStore none (Neptune: test_neptune_graph.py)
     # no CTXSTORE_CONNECTOR_KMS_KEY_ID here: no credential vault (tests/aws/test_connector_sync.py has one)
     "api_connectors_create": 503,
     "api_connectors_configure": 503,
