@@ -173,22 +173,48 @@ class FakeCollection:
             name = meta.get("_index")
             if op == "delete":
                 if name not in self.indexes:
-                    items.append({op: {"_index": name, "status": 404, "error": _error("index_not_found_exception", name)["error"]}})
+                    items.append(
+                        {
+                            op: {
+                                "_index": name,
+                                "status": 404,
+                                "error": _error("index_not_found_exception", name)["error"],
+                            }
+                        }
+                    )
                     continue
                 status, result = self._delete(name, meta["_id"])
                 items.append({op: {"_index": name, "_id": meta["_id"], "result": result, "status": status}})
                 continue
             doc = next(rows)
             if op not in ("index", "create") or "_id" in meta:
-                items.append({op: {"_index": name, "status": 400, "error": _error("illegal_argument_exception", NO_CUSTOM_ID)["error"]}})
+                items.append(
+                    {
+                        op: {
+                            "_index": name,
+                            "status": 400,
+                            "error": _error("illegal_argument_exception", NO_CUSTOM_ID)["error"],
+                        }
+                    }
+                )
                 continue
             if name not in self.indexes:
-                items.append({op: {"_index": name, "status": 404, "error": _error("index_not_found_exception", name)["error"]}})
+                items.append(
+                    {op: {"_index": name, "status": 404, "error": _error("index_not_found_exception", name)["error"]}}
+                )
                 continue
             unknown = set(doc) - set(self.indexes[name]["body"]["mappings"]["properties"])
             if unknown:  # dynamic: strict
                 reason = f"mapping set to strict, dynamic introduction of [{sorted(unknown)[0]}] is not allowed"
-                items.append({op: {"_index": name, "status": 400, "error": _error("strict_dynamic_mapping_exception", reason)["error"]}})
+                items.append(
+                    {
+                        op: {
+                            "_index": name,
+                            "status": 400,
+                            "error": _error("strict_dynamic_mapping_exception", reason)["error"],
+                        }
+                    }
+                )
                 continue
             doc_id = uuid.uuid4().hex
             self.indexes[name]["docs"][doc_id] = Stored(doc, self._visible_at())
@@ -326,7 +352,10 @@ _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}
 
 
 def _error(kind: str, reason: str, status: int = 400) -> dict[str, Any]:
-    return {"error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason}, "status": status}
+    return {
+        "error": {"root_cause": [{"type": kind, "reason": reason}], "type": kind, "reason": reason},
+        "status": status,
+    }
 
 
 class RecordingAdapter(BaseAdapter):

@@ -222,7 +222,12 @@ class OpenSearchIndex:
                 continue
             seen.add(src["chunk_id"])
             out.append(
-                Hit(chunk_id=src["chunk_id"], item_id=src["item_id"], collection=src["collection"], score=score(h["_score"]))
+                Hit(
+                    chunk_id=src["chunk_id"],
+                    item_id=src["item_id"],
+                    collection=src["collection"],
+                    score=score(h["_score"]),
+                )
             )
             if len(out) == limit:
                 break
@@ -299,7 +304,9 @@ class OpenSearchIndex:
         failed = [r for r in (next(iter(i.values())) for i in items) if "error" in r]
         if failed:
             statuses = {int(r.get("status", 0)) for r in failed}
-            message = f"OpenSearch bulk: {len(failed)} of {docs} actions failed ({sorted(statuses)}): {failed[0]['error']}"
+            message = (
+                f"OpenSearch bulk: {len(failed)} of {docs} actions failed ({sorted(statuses)}): {failed[0]['error']}"
+            )
             if statuses & _RETRYABLE or max(statuses) >= 500:
                 raise StoreUnavailable(message)
             raise RuntimeError(message)
