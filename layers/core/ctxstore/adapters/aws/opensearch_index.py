@@ -26,7 +26,7 @@ the dot product recovered from the innerproduct space's score (vectors are unit 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -45,11 +45,13 @@ from opensearchpy import (
 )
 
 from ctxstore.adapters.aws.opensearch_mapping import (
+    chunk_doc,
     dot_from_score,
     filter_tokens,
     index_body,
     meta_terms,
     new_write_id,
+    newest_copies,
     phrase_words,
     query_words,
 )
@@ -232,37 +234,6 @@ class OpenSearchIndex:
             if len(out) == limit:
                 break
         return out
-
-    @staticmethod
-    def _doc(src: dict[str, Any]) -> ChunkDoc:
-        vector = src.get("vector")
-        return ChunkDoc(
-            chunk_id=src["chunk_id"],
-            item_id=src["item_id"],
-            database=src["database"],
-            collection=src["collection"],
-            store=cast(Store, src["store"]),
-            text=src.get("text", ""),
-            vector=None if vector is None else np.asarray(vector, dtype=np.float32),
-            title=src.get("title", ""),
-            source_type=src.get("source_type", ""),
-            created_at=float(src.get("created_at", 0.0)),
-            metadata=src.get("metadata") or {},
-            additional_metadata=src.get("additional_metadata") or {},
-            position=int(src.get("position", 0)),
-            version=str(src.get("version") or ""),
-        )
-
-    @staticmethod
-    def _newest(hits: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """chunk_id -> the source of its newest copy (highest version, then latest write)."""
-        best: dict[str, dict[str, Any]] = {}
-        for h in hits:
-            src = h["_source"]
-            have = best.get(src["chunk_id"])
-            if have is None or _copy_rank(src) > _copy_rank(have):
-                best[src["chunk_id"]] = src
-        return best
 
     def _source(self, org: str, c: ChunkDoc) -> dict[str, Any]:
         if c.store not in _STORES:
@@ -454,8 +425,8 @@ class OpenSearchIndex:
                 "query": {"bool": {"filter": [{"term": {"org": org}}, {"terms": {"chunk_id": part}}]}},
                 "sort": _BY_COPY,
             }
-            found.update(self._newest(self._pages(body)))
-        return [self._doc(found[c]) for c in wanted if c in found]
+            found.update(newest_copies(self._pages(body)))
+        return [chunk_doc(found[c]) for c in wanted if c in found]
 
     def item_chunks(self, org: str, database: str, collection: str, store: Store, item_id: str) -> list[ChunkDoc]:
         """The item's chunks of the newest version searches see, one copy each, in position order."""
@@ -464,9 +435,9 @@ class OpenSearchIndex:
             "query": {"bool": {"filter": self._item(org, ItemKey(database, collection, store, item_id))}},
             "sort": [{"position": "asc"}, *_BY_COPY],
         }
-        found = self._newest(self._pages(body))
+        found = newest_copies(self._pages(body))
         newest = max((str(s.get("version") or "") for s in found.values()), default="")
-        return [self._doc(s) for s in found.values() if str(s.get("version") or "") == newest]
+        return [chunk_doc(s) for s in found.values() if str(s.get("version") or "") == newest]
 
     def count(self, org: str, database: str, store: Store) -> int:
         """Documents searches see: exact once writes are visible and settled (a second copy counts until
@@ -477,7 +448,3 @@ class OpenSearchIndex:
         except NotFoundError:
             return 0
         return int(resp["count"])
-
-
-def _copy_rank(src: dict[str, Any]) -> tuple[str, str]:
-    return (str(src.get("version") or ""), str(src.get("write_id") or ""))

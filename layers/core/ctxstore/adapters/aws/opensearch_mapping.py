@@ -15,7 +15,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
+
+import numpy as np
+
+from ctxstore.ports.search_index import ChunkDoc, Store
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -116,3 +121,39 @@ def phrase_words(query: str) -> list[str]:
 def dot_from_score(score: float) -> float:
     """Inverse of the innerproduct space's score (ip > 0: 1 + ip; else 1 / (1 - ip))."""
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+def chunk_doc(src: dict[str, Any]) -> ChunkDoc:
+    """A stored document's `_source` as the port's chunk."""
+    vector = src.get("vector")
+    return ChunkDoc(
+        chunk_id=src["chunk_id"],
+        item_id=src["item_id"],
+        database=src["database"],
+        collection=src["collection"],
+        store=cast(Store, src["store"]),
+        text=src.get("text", ""),
+        vector=None if vector is None else np.asarray(vector, dtype=np.float32),
+        title=src.get("title", ""),
+        source_type=src.get("source_type", ""),
+        created_at=float(src.get("created_at", 0.0)),
+        metadata=src.get("metadata") or {},
+        additional_metadata=src.get("additional_metadata") or {},
+        position=int(src.get("position", 0)),
+        version=str(src.get("version") or ""),
+    )
+
+
+def newest_copies(hits: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """chunk_id -> the `_source` of its newest copy (highest version, then latest write), in first-seen order."""
+    best: dict[str, dict[str, Any]] = {}
+    for h in hits:
+        src = h["_source"]
+        have = best.get(src["chunk_id"])
+        if have is None or _copy_rank(src) > _copy_rank(have):
+            best[src["chunk_id"]] = src
+    return best
+
+
+def _copy_rank(src: dict[str, Any]) -> tuple[str, str]:
+    return (str(src.get("version") or ""), str(src.get("write_id") or ""))
