@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,12 +79,12 @@ class IngestSteps:
         pipeline: IngestPipeline,
         blobs: BlobStore,
         *,
-        search: SearchIndex | None = None,
+        search: Callable[[], SearchIndex | None] = lambda: None,
         visibility: SearchVisibility | None = None,
     ) -> None:
         self._p = pipeline
         self._blobs = blobs
-        self._search = search
+        self._search = search  # looked up by the Complete task only: the other tasks never build the client
         self._visibility = visibility or SearchVisibility()
 
     # ---- tasks -----------------------------------------------------------------------------
@@ -175,7 +176,7 @@ class IngestSteps:
         record = self._record(t)
         key = ItemKey(t.ref.database, t.ref.collection, t.ref.store, t.ref.item_id)  # type: ignore[arg-type]
         chunks = int(record.get("chunk_count") or 0)
-        self._visibility.await_searchable(self._search, t.org, key, t.version, chunks)
+        self._visibility.await_searchable(self._search(), t.org, key, t.version, chunks)
 
     def _record(self, t: Task) -> dict[str, Any]:
         record = self._p.current(t.org, t.ref, t.version)
@@ -214,4 +215,4 @@ def _batch_key(work: str, start: int) -> str:
 
 def ingest_steps(svc: Services) -> IngestSteps:
     """The tasks over the same pipeline the local runner uses."""
-    return IngestSteps(ingest_pipeline(svc), svc.container.blobs, search=svc.container.search_index)
+    return IngestSteps(ingest_pipeline(svc), svc.container.blobs, search=lambda: svc.container.search_index)
