@@ -273,6 +273,21 @@ def test_the_client_never_resends_a_timed_out_bulk() -> None:
     assert len(s.coll.stored(INDEX)) == 1  # it did land
 
 
+@pytest.mark.parametrize("status", [502, 504])
+def test_the_client_never_resends_a_bulk_a_gateway_gave_up_on(status: int) -> None:
+    class GatewayGivesUp(RecordingAdapter):
+        def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+            resp = super().send(request, **kwargs)
+            if request.url and request.url.endswith("/_bulk"):
+                resp.status_code, resp._content = status, b'{"message": "gateway timeout"}'
+            return resp
+
+    s = Strict(adapter_class=GatewayGivesUp)
+    with pytest.raises(StoreUnavailable):
+        s.index.upsert("org", [chunk("a#0", "walrus")])
+    assert s.paths().count("/_bulk") == 1 and len(s.coll.stored(INDEX)) == 1
+
+
 def test_a_retried_index_task_leaves_no_duplicate_a_reader_sees() -> None:
     s = Strict(adapter_class=TimesOutOnce)
     docs = [chunk("a#0", "walrus"), chunk("a#1", "pelican", position=1)]
