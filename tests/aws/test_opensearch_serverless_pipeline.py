@@ -139,7 +139,7 @@ def _steps(w: World, *, wait_s: float) -> IngestSteps:
     return IngestSteps(
         ingest_pipeline(w.app.services),
         w.app.container.blobs,
-        search=w.app.container.search_index,
+        search=lambda: w.app.container.search_index,
         visibility=visibility,
     )
 
