@@ -143,13 +143,19 @@ print(json.dumps([routers, sorted(h for h in {HEAVY!r} if h in sys.modules)]))
 def test_query_function_searches_the_collection(aws: MotoWorld, search: RecordingAdapter) -> None:  # noqa: F811
     """POST /query through its Lambda: the chunk indexed in the collection comes back; requests are SigV4 for aoss."""
     from ctxstore.config import Settings
+    from ctxstore.ports.records import Put
     from ctxstore.ports.search_index import ChunkDoc
     from ctxstore.runtime.aws import build_aws
+    from ctxstore.services.items import ITEM, item_pk
 
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")
-    index = build_aws(Settings()).search_index
+    container = build_aws(Settings())
+    index = container.search_index
     assert index is not None
+    for item_id in ("doc1", "doc2"):  # /query returns only chunks whose item record exists
+        data = {"version": "v1", "status": "completed", "source_type": "file", "title": item_id}
+        container.records.put("acme-org", Put(ITEM, item_pk("acme", "", "knowledge"), item_id, data))
     index.upsert(
         "acme-org",
         [
