@@ -10,6 +10,7 @@ answers 503 with Retry-After, a pipeline step retries); a short one is absorbed 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ class WireFaults:
 
     ``code``/``status``: the error response (JSON or XML, per the service's protocol). ``timeout``: raise
     botocore's ReadTimeoutError instead, as urllib3 does when AWS does not answer in time.
-    ``operations``: only these operations are faulted (all when empty).
+    ``operations``: only these operations are faulted (all when empty); ``when``: only requests for which it
+    answers True (say, those sent from the Step Functions task threads).
     """
 
     def __init__(
@@ -56,9 +58,11 @@ class WireFaults:
         timeout: bool = False,
         operations: tuple[str, ...] = (),
         extra: dict[str, Any] | None = None,
+        when: Callable[[], bool] = lambda: True,
     ) -> None:
         self.left, self.code, self.status, self.timeout = n, code, status, timeout
-        self.operations, self.extra = operations, extra or {}
+        self.operations, self.extra, self.when = operations, extra or {}, when
+        self._lock = threading.Lock()
         self.faulted: list[str] = []
         self.passed: list[str] = []
 
@@ -68,11 +72,12 @@ class WireFaults:
 
     def __call__(self, request: Any, event_name: str, **_: Any) -> Any:
         operation = event_name.rsplit(".", 1)[-1]
-        if self.left <= 0 or (self.operations and operation not in self.operations):
-            self.passed.append(operation)
-            return None  # on to moto
-        self.left -= 1
-        self.faulted.append(operation)
+        with self._lock:  # Step Functions runs tasks on several threads
+            if self.left <= 0 or (self.operations and operation not in self.operations) or not self.when():
+                self.passed.append(operation)
+                return None  # on to moto
+            self.left -= 1
+            self.faulted.append(operation)
         if self.timeout:
             raise ReadTimeoutError(endpoint_url=request.url)
         protocol = request.context.get("protocol") or _protocol(event_name)
@@ -102,6 +107,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoWorld
 
 @pytest.fixture
 def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    return record_backoffs(monkeypatch)
+
+
+def record_backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """botocore's retry sleeps (endpoint.time.sleep), recorded instead of slept."""
     waits: list[float] = []
 
@@ -322,11 +331,15 @@ def test_kms_throttling_is_unavailable_not_a_vault_error(world: MotoWorld, backo
 
 
 # ---- through an API function ------------------------------------------------------------------------
-def _session_faults(monkeypatch: pytest.MonkeyPatch, wire: WireFaults, service: str) -> None:
+def session_faults(monkeypatch: pytest.MonkeyPatch, wire: WireFaults, service: str) -> None:
     """Register `wire` on the default boto3 session: every client a function builds from now on has it."""
-    session = boto3.Session()
-    session.events.register_first(f"before-send.{service}", wire)
-    monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+    if not isinstance(boto3.DEFAULT_SESSION, _FaultySession):
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", _FaultySession())
+    boto3.DEFAULT_SESSION.events.register_first(f"before-send.{service}", wire)
+
+
+class _FaultySession(boto3.Session):
+    """A fresh default session for one test (the monkeypatch puts the previous one back)."""
 
 
 @pytest.mark.parametrize("route", ["api_databases_list", "api_context_ingest_status"])
@@ -338,7 +351,7 @@ def test_a_throttled_dynamodb_answers_503_with_retry_after_never_500(
 ) -> None:
     key = new_key("acme-org")
     wire = WireFaults(10_000, code="ProvisionedThroughputExceededException")
-    _session_faults(monkeypatch, wire, "dynamodb")
+    session_faults(monkeypatch, wire, "dynamodb")
     fn = load_function(route.removesuffix("_list").removesuffix("_status"))
     resp = fn.handler(event(route, key), FakeContext())
     assert resp["statusCode"] == 503, resp
@@ -355,7 +368,7 @@ def test_an_unexpected_aws_error_answers_the_500_envelope(
     """AccessDenied is a deployment bug, not a transient fault: 500 in the envelope, never a 503."""
     key = new_key("acme-org")
     wire = WireFaults(10_000, code="AccessDeniedException")
-    _session_faults(monkeypatch, wire, "dynamodb")
+    session_faults(monkeypatch, wire, "dynamodb")
     fn = load_function("api_databases")
     resp = fn.handler(event("api_databases_list", key), FakeContext())
     assert resp["statusCode"] == 500, resp

@@ -55,7 +55,7 @@ def test_every_task_retries_transient_errors_with_the_local_runners_policy() -> 
     tasks = dict(_tasks(_asl()["States"]))
     assert len(tasks) == 6
     for name, state in tasks.items():
-        [retry] = state["Retry"]
+        retry = state["Retry"][0]  # first: a retrier's error is matched by the first retrier naming it
         assert "TransientError" in retry["ErrorEquals"], name
         # RetryPolicy.max_attempts counts attempts; ASL MaxAttempts counts retries after the first.
         assert retry["MaxAttempts"] == INGEST_RETRY.max_attempts - 1, name
@@ -63,6 +63,32 @@ def test_every_task_retries_transient_errors_with_the_local_runners_policy() -> 
         assert retry["BackoffRate"] == INGEST_RETRY.backoff_rate, name
         assert retry["MaxDelaySeconds"] == INGEST_RETRY.max_delay_s, name
         assert retry["JitterStrategy"] == ("FULL" if INGEST_RETRY.jitter else "NONE"), name
+
+
+CRASHES = ("Lambda.Unknown", "Sandbox.Timedout", "Runtime.ExitError", "Runtime.OutOfMemory")
+
+
+def _function_timeout(task: dict[str, Any]) -> int:
+    tpl = template()
+    subs = tpl["Resources"]["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    logical_id = subs[task["Resource"].removeprefix("${").removesuffix("}")]["GetAtt"].split(".")[0]
+    props = tpl["Resources"][logical_id]["Properties"]
+    return int(props.get("Timeout", tpl["Globals"]["Function"]["Timeout"]))
+
+
+def test_every_task_times_out_within_its_function_and_retries_a_crashed_invocation_a_bounded_number_of_times() -> None:
+    """Step Functions reports an invocation that ran out of memory or hit the function's timeout as
+    Lambda.Unknown (newer runtimes name it Sandbox.Timedout / Runtime.ExitError); a state timeout longer than
+    the function's own would never fire."""
+    for name, state in _tasks(_asl()["States"]):
+        assert 0 < state["TimeoutSeconds"] <= _function_timeout(state), name
+        crash = [r for r in state["Retry"] if "Lambda.Unknown" in r["ErrorEquals"]]
+        assert len(crash) == 1 and set(CRASHES) <= set(crash[0]["ErrorEquals"]), name
+        assert 1 <= crash[0]["MaxAttempts"] <= 3, f"{name}: an out-of-memory input fails again; retry it briefly"
+        last = state["Retry"][-1]
+        assert last["ErrorEquals"] == ["States.TaskFailed"] and last["MaxAttempts"] == 1, name
+        # Every retrier is bounded, so a failing item reaches MarkErrored.
+        assert all(0 < r["MaxAttempts"] <= 5 for r in state["Retry"]), name
 
 
 def test_every_step_is_caught_into_the_errored_step() -> None:
@@ -272,4 +298,69 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     assert guide_states[0] == "IngestParseFunction" and guide_states[-1] == "IngestCompleteFunction"
     errored_calls = [c for c in router.calls if c[0] == "IngestErroredFunction"]
     assert len(errored_calls) == 1 and "vector store write timed out" in json.dumps(errored_calls[0][1]["error"])
+    index.close()
+
+
+@pytest.mark.timeout(240)
+def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    embedder: Any,
+) -> None:
+    """DynamoDB and S3 answer the tasks' first requests with throttles and 500s (at the wire, more than
+    botocore's own 3 attempts absorb): each fault outlasting them surfaces as StoreUnavailable -> TransientError,
+    Step Functions retries the task, and every item completes. No item is lost, none ends errored."""
+    import threading
+
+    from moto.core.config import default_user_config
+
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+    from tests.aws.test_faults import WireFaults, record_backoffs, session_faults
+
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    arn = h.create_state_machine()
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+
+    def in_a_task() -> bool:  # only the tasks' requests, not the API's: the router knows which threads run tasks
+        return threading.current_thread().name in router.in_flight
+
+    backoffs = record_backoffs(monkeypatch)
+    throttles = WireFaults(8, code="ProvisionedThroughputExceededException", when=in_a_task)
+    server_errors = WireFaults(7, code="InternalError", status=500, when=in_a_task)
+    session_faults(monkeypatch, throttles, "dynamodb")
+    session_faults(monkeypatch, server_errors, "s3")
+
+    index = SqliteSearchIndex(tmp_path / "search.db")
+    modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
+    for m in modules.values():
+        m.container.search_index = index
+        m.container.embedder = embedder
+    router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
+
+    ids = [f"note-{i}" for i in range(3)]
+    app = [{"id": i, "title": i, "type": "note", "content": {"text": f"Note {i} about tide tables."}} for i in ids]
+    api = load_function("api_context_ingest")
+    resp = api.handler(_multipart_event(key, {"database": "acme", "app_knowledge": json.dumps(app)}, []), FakeContext())
+    assert resp["statusCode"] == 202, resp
+
+    execs = h.wait_for_executions(arn, len(ids), timeout_s=180, router=router)
+    assert [e["status"] for e in execs] == ["SUCCEEDED"] * len(ids), execs
+    assert throttles.left == 0 and server_errors.left == 0, "every injected fault was met"
+    retried = [c for c in router.calls if c[2] == "TransientError"]
+    assert retried, "some task failed on a fault and was retried by the state machine"
+    assert not [c for c in router.calls if c[0] == "IngestErroredFunction"]
+    assert backoffs, "botocore retried first"
+
+    ask = event("api_context_ingest_status", key)
+    ask["rawQueryString"] = "database=acme&ids=" + ",".join(ids)
+    ask["queryStringParameters"] = {"database": "acme", "ids": ",".join(ids)}
+    status = api.handler(ask, FakeContext())
+    assert status["statusCode"] == 200, status
+    statuses = {s["id"]: s["indexing_status"] for s in json.loads(status["body"])["data"]["statuses"]}
+    assert statuses == dict.fromkeys(ids, "completed")
+    for i in ids:
+        assert index.item_chunks("acme-org", "acme", "", "knowledge", i), i
     index.close()
