@@ -258,7 +258,13 @@ def build_aws(settings: Settings) -> Container:
 
 
 def build_aws_workflow(settings: Settings) -> WorkflowStarter | None:
-    """The Step Functions starter for ingestion, once CTXSTORE_STATE_MACHINE_ARN is set."""
+    """Ingestion's starter: the bounded start queue once CTXSTORE_INGEST_START_QUEUE_URL is set (the template
+    sets it: functions/ingest_starter starts the executions), else Step Functions directly once
+    CTXSTORE_STATE_MACHINE_ARN is set."""
+    if settings.ingest_start_queue_url:
+        from ctxstore.adapters.aws.ingest_starts import SqsWorkflowStarter
+
+        return SqsWorkflowStarter(settings.ingest_start_queue_url)
     if not settings.state_machine_arn:
         return None
     from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter

@@ -48,6 +48,16 @@ class SfnWorkflowStarter:
         self._arn = state_machine_arn
         self._sfn: SFNClient = map_faults(client or make_client("stepfunctions"))  # throttles/5xx -> E6001
 
+    def running(self, name: str) -> bool:
+        """Whether the execution of this (derived) name is RUNNING; False once it stopped or if it never began."""
+        arn = self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            return self._sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+        except ClientError as exc:
+            if error_code(exc) == "ExecutionDoesNotExist":
+                return False
+            raise
+
     def start(self, org: str, execution_name_: str, payload: dict[str, Any]) -> bool:
         """Input: ``{"org", "execution_name", "start_id", "payload"}``. False if this name already ran."""
         body = {"org": org, "execution_name": execution_name_, "start_id": uuid.uuid4().hex, "payload": payload}
