@@ -26,7 +26,7 @@ container = build_aws(settings)
 sfn = SfnWorkflowStarter(settings.state_machine_arn)
 starts = BoundedStarts(
     sfn=sfn,
-    slots=ExecutionSlots(container.records, sfn.running, settings.ingest_max_running),
+    slots=ExecutionSlots(container.records, sfn.status, settings.ingest_max_running),
     sqs=map_faults(make_client("sqs")),
     queue_url=settings.ingest_start_queue_url,
 )

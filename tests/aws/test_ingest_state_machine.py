@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -363,4 +364,110 @@ def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
     assert statuses == dict.fromkeys(ids, "completed")
     for i in ids:
         assert index.item_chunks("acme-org", "acme", "", "knowledge", i), i
+    index.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_burst_of_items_runs_with_at_most_the_bound_of_executions_at_once(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    embedder: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The API only queues starts; functions/ingest_starter, played by two threads as its event source mapping
+    with MaximumConcurrency 2 would run it, starts them while fewer than CTXSTORE_INGEST_MAX_RUNNING run.
+    A watcher polling ListExecutions never sees more running; every item completes."""
+    import threading
+
+    from moto.core.config import default_user_config
+
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+
+    bound, items = 2, 8
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    arn = h.create_state_machine()
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="ingest-start")["QueueUrl"]
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("CTXSTORE_INGEST_START_QUEUE_URL", url)
+    monkeypatch.setenv("CTXSTORE_INGEST_MAX_RUNNING", str(bound))
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+
+    index = SqliteSearchIndex(tmp_path / "search.db")
+    modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
+    for m in modules.values():
+        m.container.search_index = index
+        m.container.embedder = embedder
+    router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
+
+    ids = [f"note-{i}" for i in range(items)]
+    app = [{"id": i, "title": i, "type": "note", "content": {"text": f"Note {i} on harbour tides."}} for i in ids]
+    api = load_function("api_context_ingest")
+    resp = api.handler(_multipart_event(key, {"database": "acme", "app_knowledge": json.dumps(app)}, []), FakeContext())
+    assert resp["statusCode"] == 202, resp
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    assert sfn.list_executions(stateMachineArn=arn)["executions"] == [], "the API only queued the starts"
+
+    starter = load_function("ingest_starter")
+    starter.starts.poll_s = 0.05
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        time.sleep(seconds)
+
+    starter.starts.sleep = sleep
+    peak, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            execs = sfn.list_executions(stateMachineArn=arn)["executions"]
+            peak[0] = max(peak[0], sum(e["status"] == "RUNNING" for e in execs))
+            time.sleep(0.01)
+
+    invocations: list[dict[str, Any]] = []
+
+    def event_source_mapping() -> None:  # receive a batch, invoke, delete what was not reported
+        while len(sfn.list_executions(stateMachineArn=arn)["executions"]) < items:
+            msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3).get("Messages", [])
+            if not msgs:
+                time.sleep(0.05)
+                continue
+            records = [
+                {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]} for m in msgs
+            ]
+            out = starter.handler({"Records": records}, FakeContext(remaining_ms=12_000))
+            invocations.append(out)
+            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+            for m in msgs:
+                if m["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    pollers = [threading.Thread(target=event_source_mapping, daemon=True) for _ in range(2)]
+    for t in pollers:
+        t.start()
+    for t in pollers:
+        t.join(timeout=200)
+    execs = h.wait_for_executions(arn, items, timeout_s=120, router=router)
+    stop.set()
+    watcher.join()
+
+    assert sorted(json.loads(e["input"])["payload"]["ref"]["id"] for e in execs) == ids, "one execution per item"
+    assert [e["status"] for e in execs] == ["SUCCEEDED"] * items
+    assert 1 <= peak[0] <= bound, f"{peak[0]} executions ran at once, the bound is {bound}"
+    assert waited, "the starter waited for a free slot"
+    with capsys.disabled():
+        print(f"\n{items} items, bound {bound}: at most {peak[0]} running at once, {len(invocations)} starter runs")
+    assert "ReceiptHandle" not in json.dumps(sqs.receive_message(QueueUrl=url)), "the queue is drained"
+    ask = event("api_context_ingest_status", key)
+    ask["rawQueryString"] = "database=acme&ids=" + ",".join(ids)
+    ask["queryStringParameters"] = {"database": "acme", "ids": ",".join(ids)}
+    statuses = {
+        s["id"]: s["indexing_status"] for s in json.loads(api.handler(ask, FakeContext())["body"])["data"]["statuses"]
+    }
+    assert statuses == dict.fromkeys(ids, "completed")
     index.close()

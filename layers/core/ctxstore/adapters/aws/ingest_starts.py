@@ -39,7 +39,7 @@ from ctxstore.ports.records import ConditionFailed, Put, RecordStore
 SLOTS_ORG = "_system"  # services.record_kinds.SYSTEM_ORG
 SLOTS_KIND = "ingest_slots"
 SLOTS_KEY = "running"
-FRESH_S = 120.0  # a slot younger than this stays held even if its execution is not visible yet (start lag)
+FRESH_S = 120.0  # a slot whose execution does not exist yet is held this long (being started, or lag)
 
 
 class SqsWorkflowStarter:
@@ -67,14 +67,14 @@ class ExecutionSlots:
     def __init__(
         self,
         records: RecordStore,
-        running: Callable[[str], bool],
+        status: Callable[[str], str | None],
         limit: int,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if limit < 1:
             raise ValueError("at least one ingestion execution must be allowed to run")
-        self._records, self._running, self._limit, self._clock = records, running, limit, clock
+        self._records, self._status, self._limit, self._clock = records, status, limit, clock
 
     def held(self) -> dict[str, float]:
         rec = self._records.get(SLOTS_ORG, SLOTS_KIND, "", SLOTS_KEY)
@@ -89,7 +89,7 @@ class ExecutionSlots:
                 return True
             now = self._clock()
             if len(held) >= self._limit:
-                held = {n: t for n, t in held.items() if now - t < FRESH_S or self._running(n)}
+                held = {n: t for n, t in held.items() if self._holds(n, now - t)}
                 if len(held) >= self._limit:
                     if rec is not None and len(held) < len(rec.data.get("held", {})):
                         self._write(rec.version, held)  # keep the pruning; a lost race here costs nothing
@@ -98,6 +98,10 @@ class ExecutionSlots:
             if self._write(rec.version if rec else None, held):
                 return True
         raise StoreUnavailable("the ingestion slots kept changing; retry shortly")
+
+    def _holds(self, name: str, age_s: float) -> bool:
+        status = self._status(name)
+        return status == "RUNNING" or (status is None and age_s < FRESH_S)
 
     def give_back(self, name: str) -> None:
         """Free the slot of an execution that did not start (a repeat, or the start failed)."""

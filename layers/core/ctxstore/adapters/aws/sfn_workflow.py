@@ -48,14 +48,14 @@ class SfnWorkflowStarter:
         self._arn = state_machine_arn
         self._sfn: SFNClient = map_faults(client or make_client("stepfunctions"))  # throttles/5xx -> E6001
 
-    def running(self, name: str) -> bool:
-        """Whether the execution of this (derived) name is RUNNING; False once it stopped or if it never began."""
+    def status(self, name: str) -> str | None:
+        """The status of the execution of this (derived) name (RUNNING, SUCCEEDED, ...); None if there is none."""
         arn = self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
         try:
-            return self._sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+            return str(self._sfn.describe_execution(executionArn=arn)["status"])
         except ClientError as exc:
             if error_code(exc) == "ExecutionDoesNotExist":
-                return False
+                return None
             raise
 
     def start(self, org: str, execution_name_: str, payload: dict[str, Any]) -> bool:
