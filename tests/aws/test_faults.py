@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ class WireFaults:
                 return None  # on to moto
             self.left -= 1
             self.faulted.append(operation)
+            _FAULTED.add(request)
         if self.timeout:
             raise ReadTimeoutError(endpoint_url=request.url)
         protocol = request.context.get("protocol") or _protocol(event_name)
@@ -88,6 +90,30 @@ class WireFaults:
             data = json.dumps({"__type": self.code, "message": "injected", **self.extra}).encode()
             headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": self.code}
         return AWSResponse(request.url, self.status, headers, _Raw(data))
+
+
+# botocore runs every before-send handler and keeps the first answer, so moto would still apply a request
+# answered here with a fault. A faulted request must not reach the service: moto skips these.
+_FAULTED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def moto_skips_faulted_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.__call__
+    if getattr(original, "skips_faulted", False):
+        return
+
+    def call(self: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        return None if request in _FAULTED else original(self, event_name, request, **kwargs)
+
+    call.skips_faulted = True  # type: ignore[attr-defined]
+    monkeypatch.setattr(BotocoreStubber, "__call__", call)
+
+
+@pytest.fixture(autouse=True)
+def _faults_never_reach_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    moto_skips_faulted_requests(monkeypatch)
 
 
 def _protocol(event_name: str) -> str:
@@ -333,6 +359,7 @@ def test_kms_throttling_is_unavailable_not_a_vault_error(world: MotoWorld, backo
 # ---- through an API function ------------------------------------------------------------------------
 def session_faults(monkeypatch: pytest.MonkeyPatch, wire: WireFaults, service: str) -> None:
     """Register `wire` on the default boto3 session: every client a function builds from now on has it."""
+    moto_skips_faulted_requests(monkeypatch)
     if not isinstance(boto3.DEFAULT_SESSION, _FaultySession):
         monkeypatch.setattr(boto3, "DEFAULT_SESSION", _FaultySession())
     boto3.DEFAULT_SESSION.events.register_first(f"before-send.{service}", wire)
@@ -374,3 +401,61 @@ def test_an_unexpected_aws_error_answers_the_500_envelope(
     assert resp["statusCode"] == 500, resp
     assert body(resp)["error"]["code"] == "INTERNAL_ERROR"
     assert "retry-after" not in resp["headers"]
+
+
+# ---- the bounded starter ---------------------------------------------------------------------------------
+def test_slots_are_freed_by_stopped_executions_and_held_for_ones_being_started(world: MotoWorld) -> None:
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+    from ctxstore.adapters.aws.ingest_starts import FRESH_S, ExecutionSlots
+
+    statuses: dict[str, str | None] = {}
+    now = [1000.0]
+    records = DynamoDbRecordStore(world.names.records_table)
+    slots = ExecutionSlots(records, statuses.get, 2, clock=lambda: now[0])
+    other = ExecutionSlots(records, statuses.get, 2, clock=lambda: now[0])  # the second starter, same record
+    assert slots.take("a") and other.take("b")
+    assert not slots.take("c"), "both slots held by executions being started"
+    statuses.update(a="RUNNING", b="SUCCEEDED")
+    assert other.take("c"), "b stopped: its slot is free"
+    assert not slots.take("d"), "a runs, c is being started"
+    now[0] += FRESH_S + 1
+    assert slots.take("d"), "c never appeared within FRESH_S: its start failed, the slot is free"
+    assert set(slots.held()) == {"a", "d"}
+    slots.give_back("d")
+    assert set(other.held()) == {"a"}
+
+
+def test_a_throttled_start_is_reported_for_later_and_its_slot_given_back(
+    world: MotoWorld, backoffs: list[float]
+) -> None:
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+    from ctxstore.adapters.aws.ingest_starts import BoundedStarts, ExecutionSlots
+    from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter
+
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    machine = json.dumps({"StartAt": "A", "States": {"A": {"Type": "Pass", "End": True}}})
+    sfn_client = boto3.client("stepfunctions", region_name=REGION)
+    arn = sfn_client.create_state_machine(name="m", definition=machine, roleArn=role)["stateMachineArn"]
+    url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="starts")["QueueUrl"]
+    wire = WireFaults(ATTEMPTS, code="ThrottlingException", operations=("StartExecution",))
+    sfn = SfnWorkflowStarter(arn, client=wire.on(make_client("stepfunctions")))
+    slots = ExecutionSlots(DynamoDbRecordStore(world.names.records_table), sfn.status, 1)
+    starts = BoundedStarts(sfn=sfn, slots=slots, sqs=make_client("sqs"), queue_url=url, poll_s=0.01)
+
+    def message(i: int) -> dict[str, Any]:
+        body = {"org": "org", "execution_name": f"ingest-{i}", "payload": {}}
+        return {"messageId": f"m{i}", "receiptHandle": f"h{i}", "body": json.dumps(body)}
+
+    out = starts.run([message(1), message(2)], remaining_s=0.0)
+    # m1.s start was throttled past botocore's retries: reported, slot given back; m2 then started.
+    assert out == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+    assert [e["name"] for e in sfn_client.list_executions(stateMachineArn=arn)["executions"]] == [
+        execution_name_of("org", "ingest-2")
+    ]
+
+
+def execution_name_of(org: str, name: str) -> str:
+    from ctxstore.adapters.aws.sfn_workflow import execution_name
+
+    return execution_name(org, name)
