@@ -296,6 +296,19 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     index.close()
 
 
+def _fails_once(handler: Any, error: str) -> Any:
+    """The handler, except that its first invocation raises an error of this name (as Lambda would report it)."""
+    failed = []
+
+    def wrapped(event: dict[str, Any], context: Any) -> Any:
+        if not failed:
+            failed.append(error)
+            raise type(error, (Exception,), {})("injected: Task timed out after 300.00 seconds")
+        return handler(event, context)
+
+    return wrapped
+
+
 @pytest.mark.timeout(240)
 def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
     aws: MotoWorld,  # noqa: F811
@@ -305,7 +318,9 @@ def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
 ) -> None:
     """DynamoDB and S3 answer the tasks' first requests with throttles and 500s (at the wire, more than
     botocore's own 3 attempts absorb): each fault outlasting them surfaces as StoreUnavailable -> TransientError,
-    Step Functions retries the task, and every item completes. No item is lost, none ends errored."""
+    Step Functions retries the task. One Index invocation times out (Sandbox.Timedout) and one Graph
+    invocation fails on a stray error (States.TaskFailed): both are retried. Every item completes; none is
+    lost or errored."""
     import threading
 
     from moto.core.config import default_user_config
@@ -333,7 +348,11 @@ def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
     for m in modules.values():
         m.handler.container.search_index = index
         m.handler.container.embedder = embedder
-    router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
+    handlers = h.handlers_of(modules)
+    # One invocation of Index dies the way Lambda reports a function timeout, one of Graph on a stray error.
+    handlers["IngestIndexFunction"] = _fails_once(handlers["IngestIndexFunction"], "Sandbox.Timedout")
+    handlers["IngestGraphFunction"] = _fails_once(handlers["IngestGraphFunction"], "RuntimeError")
+    router = h.LambdaRouter(monkeypatch, handlers)
 
     ids = [f"note-{i}" for i in range(3)]
     app = [{"id": i, "title": i, "type": "note", "content": {"text": f"Note {i} about tide tables."}} for i in ids]
@@ -348,6 +367,8 @@ def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
     assert retried, "some task failed on a fault and was retried by the state machine"
     assert not [c for c in router.calls if c[0] == "IngestErroredFunction"]
     assert backoffs, "botocore retried first"
+    outcomes = {(c[0], c[2]) for c in router.calls}
+    assert {("IngestIndexFunction", "Sandbox.Timedout"), ("IngestGraphFunction", "RuntimeError")} <= outcomes
 
     ask = event("api_context_ingest_status", key)
     ask["rawQueryString"] = "database=acme&ids=" + ",".join(ids)
