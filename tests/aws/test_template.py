@@ -530,3 +530,40 @@ def test_rate_limits_on_aws_are_api_gateway_throttles_not_the_per_instance_limit
     assert "RATE_LIMIT" not in TEMPLATE.read_text()
     defaults = Settings.model_fields
     assert defaults["rate_limit_per_minute"].default == 0 and defaults["query_rate_limit_per_minute"].default == 0
+
+
+def test_no_function_reserves_concurrency_and_ingestion_starts_go_through_the_bounded_queue() -> None:
+    """Reserved concurrency fails deployment on new accounts (a quota of 10, 100 units kept unreserved); the
+    load is bounded by event source mappings and the ingest starter's slots instead."""
+    fns = _functions()
+    for logical_id, fn in fns.items():
+        assert "ReservedConcurrentExecutions" not in fn["Properties"], logical_id
+        for name, ev in fn["Properties"].get("Events", {}).items():
+            if ev["Type"] == "DynamoDB":  # one concurrent batch per shard
+                assert ev["Properties"].get("ParallelizationFactor") == 1, f"{logical_id}.{name}"
+    starter = fns["IngestStarterFunction"]["Properties"]
+    [sqs] = [e["Properties"] for e in starter["Events"].values() if e["Type"] == "SQS"]
+    assert sqs["Queue"] == {"GetAtt": "IngestStartQueue.Arn"}
+    assert 2 <= sqs["ScalingConfig"]["MaximumConcurrency"] <= 5
+    assert sqs["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    env = starter["Environment"]["Variables"]
+    assert env["CTXSTORE_INGEST_MAX_RUNNING"] == {"Ref": "IngestMaxRunning"}
+    assert template()["Parameters"]["IngestMaxRunning"]["Default"] <= 50
+    queue = template()["Resources"]["IngestStartQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * starter["Timeout"]
+    assert "deadLetterTargetArn" in queue["RedrivePolicy"]
+    # Only the starter starts executions; every function that accepts items sends to the queue instead.
+    for logical_id, fn in fns.items():
+        names = {next(iter(p)) for _, p in _policies(fn)}
+        variables = fn["Properties"].get("Environment", {}).get("Variables", {})
+        if logical_id == "IngestStarterFunction":
+            assert "StepFunctionsExecutionPolicy" in names
+            continue
+        assert "StepFunctionsExecutionPolicy" not in names, logical_id
+        assert "CTXSTORE_STATE_MACHINE_ARN" not in variables, logical_id
+        if "CTXSTORE_INGEST_START_QUEUE_URL" in variables:
+            sends = [p for _, p in _policies(fn) if "SQSSendMessagePolicy" in p]
+            queues = [p["SQSSendMessagePolicy"]["QueueName"] for p in sends]
+            assert {"GetAtt": "IngestStartQueue.QueueName"} in queues, logical_id
+    senders = {k for k, f in fns.items() if "INGEST_START_QUEUE_URL" in str(f["Properties"].get("Environment"))}
+    assert senders >= {"ApiContextIngestFunction", "ConsoleWebFunction", "ConnectorSyncFunction"}
