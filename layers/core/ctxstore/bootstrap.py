@@ -247,7 +247,12 @@ def build_aws(settings: Settings) -> Container:
     if settings.graph_id:
         from ctxstore.adapters.aws.neptune_graph import NeptuneGraphStore
 
-        c.graph = NeptuneGraphStore(settings.graph_id, byog_graphs=settings.byog_graph_ids)
+        c.graph = NeptuneGraphStore(
+            settings.graph_id,
+            byog_graphs=settings.byog_graph_ids,
+            timeout_default_ms=settings.byog_read_timeout_ms,
+            timeout_max_ms=max(settings.byog_read_timeout_ms, settings.byog_write_timeout_ms),
+        )
     if settings.extractor == "bedrock":  # the default "rules" (spaCy) is local-only: no extraction unless chosen
         c.extractor = build_extractor(settings)
     if settings.rerank_model:  # thinking mode orders its pool with it; the offline rerank answers if it fails

@@ -90,11 +90,14 @@ def _at(tokens: list[Token], i: int) -> Token | None:
 
 def _keyword(tokens: list[Token], i: int, *words: str) -> bool:
     """tokens[i] is one of `words` used as a keyword: not a property key (`n.limit`), map key (`{limit: 1}`),
-    label or type (`:Call`)."""
+    label or type (`:Call`) or alias (`AS limit`)."""
     t = tokens[i]
     if not t.is_kw(*words):
         return False
-    return not _sym(_at(tokens, i - 1), ".", ":") and not _sym(_at(tokens, i + 1), ":")
+    prev = _at(tokens, i - 1)
+    return (
+        not _sym(prev, ".", ":") and not _sym(_at(tokens, i + 1), ":") and not (prev is not None and prev.is_kw("AS"))
+    )
 
 
 def _call(tokens: list[Token], i: int, *names: str) -> bool:
@@ -324,3 +327,31 @@ def _bad(value: Any, *, whole: bool, offset: int) -> list[Finding]:
             )
         ]
     return [Finding(DATA_MODEL, f"a {type(value).__name__} is not a Neptune property type", offset)]
+
+
+def inline_skip_limit(query: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`SKIP $n` / `LIMIT $n` with an integer parameter written as the literal (Neptune takes static values
+    there, see the module doc); parameters no longer used are dropped. Anything else is left as it is."""
+    try:
+        tokens = tokenize(query)
+    except LexError:
+        return query, dict(params)
+    edits: list[tuple[Token, str]] = []
+    for i in range(len(tokens)):
+        p = _at(tokens, i + 1)
+        if _keyword(tokens, i, "SKIP", "LIMIT") and p is not None and p.kind is Kind.PARAM:
+            value = params.get(p.text)
+            if type(value) is int and value >= 0:
+                edits.append((p, str(value)))
+    if not edits:
+        return query, dict(params)
+    out: list[str] = []
+    pos = 0
+    for t, text in edits:
+        out += [query[pos : t.start], text]
+        pos = t.end
+    out.append(query[pos:])
+    edited = {id(t) for t, _ in edits}
+    still = {t.text for t in tokens if t.kind is Kind.PARAM and id(t) not in edited}
+    inlined = {t.text for t, _ in edits} - still
+    return "".join(out), {k: v for k, v in params.items() if k not in inlined}
