@@ -500,6 +500,23 @@ def test_a_re_sent_write_adds_no_duplicate_edge(local: LocalApp) -> None:
     assert links == [[1]]
 
 
+def test_the_query_graph_context_runs_on_the_fake_neptune(local: LocalApp) -> None:
+    """POST /query's graph context (chunk edges, then neighbour groups) through the adapter: the other
+    entity-graph reads the relations and subgraph suites do not send."""
+    from tests.api.test_relations import TEXT
+
+    local.create_ready_database("acme")
+    _ingest(local, [{"id": "d1", "title": "T", "type": "note", "content": {"text": TEXT}}])
+    body = {"database": "acme", "query": "Ada Lovelace Acme Corp", "mode": "fast", "graph_context": True}
+    r = local.client.post("/query", json=body, headers=local.headers())
+    assert r.status_code == 200, r.text
+    context = r.json()["data"]["graph_context"]
+    triplets = [t for g in context["chunk_relations"] for t in g["triplets"]]
+    assert ("Ada Lovelace", "Acme Corp") in {(t["source"]["name"], t["target"]["name"]) for t in triplets}
+    fake = _fake(local)
+    assert fake.queries("WHERE r.chunk_id = cid") and fake.queries("startNode(g)")
+
+
 def test_throttling_5xx_conflicts_and_spent_timeouts_are_retryable(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore.config import Config
 
