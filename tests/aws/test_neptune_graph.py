@@ -13,9 +13,11 @@ Two kinds of evidence (moto does not emulate neptune-graph):
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -196,9 +198,11 @@ def test_build_aws_wires_the_graph_store_from_settings(monkeypatch: pytest.Monke
     assert graph._graph_id == GRAPH_ID and graph._target("o1", "byog:db:col") == ("g-byog000001", None)
     # the query timeouts come from the settings; the client waits longer than the longest of them
     assert (graph.timeout_default_ms, graph.timeout_max_ms) == (5000, 20000)
-    config = graph._client.meta.config
-    assert config.read_timeout == 20 + CLIENT_GRACE_S > graph.timeout_max_ms / 1000
-    assert config.retries["mode"] == "standard"  # throttling and 5xx re-sent; safe: writes are idempotent
+    long, short = graph._client.meta.config, graph._short_client.meta.config
+    assert long.read_timeout == 20 + CLIENT_GRACE_S > graph.timeout_max_ms / 1000
+    assert short.read_timeout == 5 + CLIENT_GRACE_S > graph.timeout_default_ms / 1000
+    # throttling and 5xx are re-sent, and a lost answer's call too: safe, ctxstore's writes are idempotent
+    assert long.retries["mode"] == short.retries["mode"] == "standard"
     monkeypatch.delenv("CTXSTORE_GRAPH_ID")
     assert build_aws(Settings()).graph is None
 
@@ -264,12 +268,15 @@ class FakeNeptune:
     timeout), so botocore re-sends it, as it would on AWS.
     """
 
-    def __init__(self, engine: Any, client: Any) -> None:
+    def __init__(self, engine: Any, *clients: Any) -> None:
         self.engine = engine
-        self.client = client
-        self.calls: list[tuple[str, dict[str, Any], int | None]] = []
+        self.calls: list[Call] = []
         self._lose: set[str] = set()
-        client.meta.events.register("before-send.neptune-graph.ExecuteQuery", self._answer)
+        for client in {id(c): c for c in clients}.values():
+            wait_s = float(client.meta.config.read_timeout)
+            client.meta.events.register(
+                "before-send.neptune-graph.ExecuteQuery", functools.partial(self._answer, client_wait_s=wait_s)
+            )
 
     @contextlib.contextmanager
     def meant_to_be_refused(self) -> Iterator[None]:
@@ -282,14 +289,14 @@ class FakeNeptune:
         self._lose.add(marker)
 
     def queries(self, marker: str) -> list[str]:
-        return [q for q, _, _ in self.calls if marker in q]
+        return [c.query for c in self.calls if marker in c.query]
 
-    def _answer(self, request: Any, **_: Any) -> AWSResponse:
+    def _answer(self, request: Any, client_wait_s: float, **_: Any) -> AWSResponse:
         body = json.loads(request.body)
         target = request.headers["graphIdentifier"]
         target = target.decode() if isinstance(target, bytes) else target
         query, params, timeout = body["query"], body.get("parameters") or {}, body.get("queryTimeoutMilliseconds")
-        self.calls.append((query, params, timeout))
+        self.calls.append(Call(query, params, timeout, client_wait_s))
         RECORDED.append((query, params))
         findings = check(query, params)
         if findings:
@@ -304,6 +311,14 @@ class FakeNeptune:
             raise ReadTimeoutError(endpoint_url=request.url)  # the write ran; its answer never arrived
         rows = [{c: _neptune_json(v) for c, v in zip(res.columns, row, strict=True)} for row in res.rows]
         return _response(200, {"results": rows}, {})
+
+
+@dataclass(frozen=True)
+class Call:
+    query: str
+    params: dict[str, Any]
+    timeout_ms: int | None  # queryTimeoutMilliseconds sent
+    client_wait_s: float  # the read timeout of the client that sent it
 
 
 RECORDED: list[tuple[str, dict[str, Any]]] = []  # every ExecuteQuery any FakeNeptune answered
@@ -361,7 +376,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def _on_fake_neptune(la: LocalApp, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> FakeNeptune:
     _aws_env(monkeypatch)
     store = NeptuneGraphStore(GRAPH_ID, **kwargs)  # its own client: the adapter's real config
-    fake = FakeNeptune(la.container.graph, store._client)
+    fake = FakeNeptune(la.container.graph, store._client, store._short_client)
     la.container.graph = store
     return fake
 
@@ -418,7 +433,7 @@ def test_graphs_share_one_physical_graph_yet_stay_isolated_and_drop_alone(local:
     assert all(ns in row[0] or row[0] == ["ctxstore_graph"] for row in labels), labels
     assert store.list_graphs("default", "ctx:knowledge:acme:") == ["ctx:knowledge:acme:"]
     assert store.list_graphs("other", "ctx:") == []
-    assert all("MATCH (n) " not in q for q, _, _ in fake.calls if "DETACH DELETE" not in q)
+    assert all("MATCH (n) " not in c.query for c in fake.calls if "DETACH DELETE" not in c.query)
     assert store.drop("default", "ctx:knowledge:acme:") is True
     assert store.list_graphs("default", "ctx:") == []
     assert engine.query("_neptune", GRAPH_ID, "MATCH (n) RETURN count(n)").rows == [[0]]
@@ -446,15 +461,15 @@ def test_the_fake_refuses_what_neptune_documents_as_unsupported(local: LocalApp)
     old_acl_predicate = "MATCH (a)-[r:REL]->(b) WHERE r.public OR any(t IN $tokens WHERE r.acl CONTAINS t) RETURN r"
     with _fake(local).meant_to_be_refused(), pytest.raises(GraphQueryError, match="list comprehension"):
         store.query("default", ITEMS, old_acl_predicate, {"tokens": ["u:a"]}, read_only=True)
-    assert _fake(local).calls[-1][0].startswith("MATCH (a)-[r:`")  # it reached the fake, which refused it
+    assert _fake(local).calls[-1].query.startswith("MATCH (a)-[r:`")  # it reached the fake, which refused it
 
 
 def test_skip_and_limit_parameters_are_sent_as_literals(local: LocalApp) -> None:
     store = local.container.graph
     assert isinstance(store, NeptuneGraphStore)
     store.query("default", ITEMS, "MATCH (s:Source) RETURN s.sid SKIP $offset LIMIT $limit", {"offset": 2, "limit": 5})
-    query, params, _ = _fake(local).calls[-1]
-    assert query.endswith("SKIP 2 LIMIT 5") and params == {}
+    call = _fake(local).calls[-1]
+    assert call.query.endswith("SKIP 2 LIMIT 5") and call.params == {}
 
 
 def test_every_call_carries_a_query_timeout_the_client_outlasts(local: LocalApp) -> None:
@@ -466,10 +481,14 @@ def test_every_call_carries_a_query_timeout_the_client_outlasts(local: LocalApp)
     _ingest(local, [{"id": "d1", "title": "T", "type": "note", "content": {"text": TEXT}}])
     assert relations(local).status_code == 200
     store.query("default", ITEMS, "MATCH (s:Source) RETURN s", read_only=True, timeout_ms=10 * store.timeout_max_ms)
-    timeouts = [t for _, _, t in _fake(local).calls]
-    read_timeout_ms = store._client.meta.config.read_timeout * 1000
-    assert timeouts and all(t is not None and 0 < t <= store.timeout_max_ms < read_timeout_ms for t in timeouts)
-    assert timeouts[-1] == store.timeout_max_ms  # a caller's longer budget is capped
+    calls = _fake(local).calls
+    assert calls and all(c.timeout_ms is not None and 0 < c.timeout_ms <= store.timeout_max_ms for c in calls)
+    assert calls[-1].timeout_ms == store.timeout_max_ms  # a caller's longer budget is capped
+    # each call went through a client that waits longer than its query may run, and reads through the
+    # short one: a lost answer of a read is re-sent after 8 + 5 s, not after the writes' 30 + 5 s
+    assert all(c.timeout_ms is not None and c.timeout_ms < c.client_wait_s * 1000 for c in calls)
+    reads = [c for c in calls if c.timeout_ms == store.timeout_default_ms]
+    assert reads and {c.client_wait_s for c in reads} == {store.timeout_default_ms / 1000 + CLIENT_GRACE_S}
 
 
 def test_a_re_sent_write_adds_no_duplicate_edge(local: LocalApp) -> None:
@@ -555,7 +574,7 @@ def test_byog_on_neptune_refuses_unsupported_cypher_with_the_reason(local: Local
 
     ok = run("CREATE (a:P {name: 'a'})-[:K]->(b:P {name: 'b'}) RETURN a.name AS n")
     assert ok.status_code == 200, ok.text
-    assert _fake(local).calls[-1][0].startswith("CREATE (a:P")  # unrewritten, on the BYOG graph
+    assert _fake(local).calls[-1].query.startswith("CREATE (a:P")  # unrewritten, on the BYOG graph
     for query, reason in (
         ("MATCH (a:P) WHERE any(x IN [1, 2] WHERE x > 1) RETURN a", "list comprehension"),
         ("MATCH p = shortestPath((a:P)-[*]->(b:P)) RETURN p", "shortestPath"),

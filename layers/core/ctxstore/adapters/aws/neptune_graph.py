@@ -23,8 +23,9 @@ construct Neptune documents as unsupported is refused here with the reason (Grap
 
 **Timeouts and retries.** Every ExecuteQuery carries ``queryTimeoutMilliseconds`` (the caller's, else
 ``timeout_default_ms`` for reads and ``timeout_max_ms`` for writes, never above ``timeout_max_ms``), and
-the client's read timeout is ``timeout_max_ms`` plus ``CLIENT_GRACE_S``: the server has ended a query
-before the client stops waiting for it, so botocore only re-sends a call whose answer was lost. Such a
+the read timeout of the client that sends it is ``CLIENT_GRACE_S`` above that query timeout's class
+(``timeout_default_ms`` or ``timeout_max_ms``): the server has ended a query before the client stops
+waiting for it, so botocore only re-sends a call whose answer was lost. Such a
 re-send is safe because ctxstore's writes are idempotent (MERGE on stable keys, SET, DELETE); botocore's
 standard retries stay on for throttling and 5xx. Throttling, 5xx, conflicts, exhausted retries of
 timeouts or connections and Neptune's resource limits answer StoreUnavailable (503, retryable).
@@ -240,7 +241,10 @@ class NeptuneGraphStore:
         self._byog = dict(byog_graphs or {})
         self.timeout_max_ms = max(timeout_default_ms, timeout_max_ms)
         self.timeout_default_ms = timeout_default_ms
+        # Two clients, so a call whose answer is lost is re-sent soon after its own query timeout: reads
+        # (up to the default timeout) wait little, longer queries (writes) wait past the longest one.
         self._client = client or neptune_client(self.timeout_max_ms)
+        self._short_client = client or neptune_client(self.timeout_default_ms)
         self._registered: set[tuple[str, str]] = set()
 
     # ---- the port ---------------------------------------------------------------------------
@@ -341,7 +345,8 @@ class NeptuneGraphStore:
         if params:
             args["parameters"] = params
         try:
-            resp = self._client.execute_query(**args)
+            client = self._short_client if timeout_ms <= self.timeout_default_ms else self._client
+            resp = client.execute_query(**args)
         except ClientError as exc:
             raise self._error(exc) from None
         except (HTTPClientError, BotoConnectionError) as exc:  # botocore's own retries are spent
