@@ -152,7 +152,12 @@ def _scheduler(s: Settings) -> Scheduler:
 def _graph(s: Settings) -> GraphStore:
     from ctxstore.adapters.aws.neptune_graph import NeptuneGraphStore
 
-    return NeptuneGraphStore(s.graph_id, byog_graphs=s.byog_graph_ids)
+    return NeptuneGraphStore(
+        s.graph_id,
+        byog_graphs=s.byog_graph_ids,
+        timeout_default_ms=s.byog_read_timeout_ms,
+        timeout_max_ms=max(s.byog_read_timeout_ms, s.byog_write_timeout_ms),
+    )
 
 
 def _extractor(s: Settings) -> Extractor | None:

@@ -56,7 +56,8 @@ def _props(keys: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
 
 
 # Visibility of one REL edge `r` for the principals in $tokens (skipped entirely when no `acl` was sent).
-REL_VISIBLE = "(r.public OR any(t IN $tokens WHERE r.acl CONTAINS t))"
+# A list comprehension, not any(...): Neptune's openCypher has no any/all/none (adapters/aws/neptune_dialect.py).
+REL_VISIBLE = "(r.public OR size([t IN $tokens WHERE r.acl CONTAINS t]) > 0)"
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ class EntityGraph:
             {
                 "s": r.source,
                 "t": r.target,
+                "rid": _rid(item_id, i, r),
                 "props": {
                     "rid": _rid(item_id, i, r),
                     "item_id": item_id,
@@ -238,12 +240,14 @@ class EntityGraph:
             for i, r in enumerate(relations)
             if r.source in ents and r.target in ents
         ]
+        # MERGE on the evidence id, not CREATE: a re-sent batch (a client retry after a lost answer, a
+        # retried task) finds its edges instead of adding a second copy of each.
         for start in range(0, len(rels), BATCH):
             self._g.query(
                 org,
                 graph,
                 "UNWIND $rels AS r MATCH (a:Entity {eid: r.s}), (b:Entity {eid: r.t}) "
-                "CREATE (a)-[e:REL]->(b) SET e = r.props",
+                "MERGE (a)-[e:REL {rid: r.rid}]->(b) SET e = r.props",
                 {"rels": rels[start : start + BATCH]},
             )
         mentioned = sorted(ents)

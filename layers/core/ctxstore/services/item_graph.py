@@ -15,8 +15,9 @@ from typing import Any
 from ctxstore.domain.graph_keys import SOURCE_TYPE, principal_tokens
 from ctxstore.ports.graph import GraphStore
 
-# Visibility of a source node `n` for the principals in $tokens ($all: no `acl` was sent).
-NODE_VISIBLE = "($all OR n.public OR any(t IN $tokens WHERE n.acl CONTAINS t))"
+# Visibility of a source node `n` for the principals in $tokens ($all: no `acl` was sent). A list
+# comprehension, not any(...): Neptune's openCypher has no any/all/none (adapters/aws/neptune_dialect.py).
+NODE_VISIBLE = "($all OR n.public OR size([t IN $tokens WHERE n.acl CONTAINS t]) > 0)"
 EXPANSION_CAP = 1000  # neighbours fetched per kind of link per level; hitting it marks the answer truncated
 RELATION_ORDER = {"link": 0, "parent": 1, "child": 2, "same_thread": 3}
 
@@ -126,13 +127,13 @@ class ItemGraph:
             },
         )
         rows = [{"id": target, "relation": relation} for target, relation in links if target != s.item_id]
-        if rows:
+        if rows:  # MERGE, not CREATE: a re-sent query (a retry after a lost answer) adds no second link
             self._g.query(
                 org,
                 graph,
                 "MATCH (s:Source {sid: $sid}) UNWIND $links AS l "
                 "MERGE (t:Source {sid: l.id}) ON CREATE SET t.ghost = true, t.public = false, t.acl = '' "
-                "CREATE (s)-[:LINKS {relation: l.relation}]->(t)",
+                "MERGE (s)-[:LINKS {relation: l.relation}]->(t)",
                 {"sid": s.item_id, "links": rows},
             )
 

@@ -16,6 +16,19 @@ The two kinds of callers are treated differently:
   StoreUnavailable (503), not someone else's data.
 
 Neptune indexes every property itself, so ``CREATE INDEX`` statements are accepted as no-ops.
+
+**Dialect.** Neptune's openCypher lacks some of what FalkorDB accepts (``neptune_dialect``): integer
+parameters of SKIP/LIMIT are written into the text before sending, and BYOG user Cypher with a
+construct Neptune documents as unsupported is refused here with the reason (GraphQueryError).
+
+**Timeouts and retries.** Every ExecuteQuery carries ``queryTimeoutMilliseconds`` (the caller's, else
+``timeout_default_ms`` for reads and ``timeout_max_ms`` for writes, never above ``timeout_max_ms``), and
+the read timeout of the client that sends it is ``CLIENT_GRACE_S`` above that query timeout's class
+(``timeout_default_ms`` or ``timeout_max_ms``): the server has ended a query before the client stops
+waiting for it, so botocore only re-sends a call whose answer was lost. Such a
+re-send is safe because ctxstore's writes are idempotent (MERGE on stable keys, SET, DELETE); botocore's
+standard retries stay on for throttling and 5xx. Throttling, 5xx, conflicts, exhausted retries of
+timeouts or connections and Neptune's resource limits answer StoreUnavailable (503, retryable).
 """
 
 from __future__ import annotations
@@ -25,16 +38,19 @@ import json
 import re
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ctxstore.adapters.aws._common import client as make_client
-from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws._common import error_code, http_status
+from ctxstore.adapters.aws.neptune_dialect import check, inline_skip_limit
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
 
 SHARED_PREFIX = "ctx:"  # entity/item graphs (domain.graph_keys.GRAPH_PREFIX)
 REGISTRY_LABEL = "ctxstore_graph"  # one node per namespace in use: list_graphs/drop
 DROP_BATCH = 10_000
+CLIENT_GRACE_S = 5.0  # the client's read timeout exceeds the longest query timeout sent by this much
 
 _TOKEN = re.compile(
     r"""(?P<ws>\s+|//[^\n]*|/\*.*?\*/)
@@ -204,13 +220,31 @@ def convert(value: Any, ns: str | None = None) -> Any:
     return value
 
 
+def neptune_client(timeout_max_ms: int) -> Any:
+    """The neptune-graph client: its read timeout outlasts the longest query timeout this adapter sends."""
+    return make_client("neptune-graph", read_timeout=timeout_max_ms / 1000 + CLIENT_GRACE_S)
+
+
 class NeptuneGraphStore:
-    def __init__(self, graph_id: str, *, byog_graphs: dict[str, str] | None = None, client: Any | None = None) -> None:
+    def __init__(
+        self,
+        graph_id: str,
+        *,
+        byog_graphs: dict[str, str] | None = None,
+        client: Any | None = None,
+        timeout_default_ms: int = 8000,  # Settings.byog_read_timeout_ms
+        timeout_max_ms: int = 30000,  # max(Settings.byog_read_timeout_ms, byog_write_timeout_ms)
+    ) -> None:
         if not graph_id:
             raise ValueError("a Neptune Analytics graph id is required (CTXSTORE_GRAPH_ID)")
         self._graph_id = graph_id
         self._byog = dict(byog_graphs or {})
-        self._client = client or make_client("neptune-graph")
+        self.timeout_max_ms = max(timeout_default_ms, timeout_max_ms)
+        self.timeout_default_ms = timeout_default_ms
+        # Two clients, so a call whose answer is lost is re-sent soon after its own query timeout: reads
+        # (up to the default timeout) wait little, longer queries (writes) wait past the longest one.
+        self._client = client or neptune_client(self.timeout_max_ms)
+        self._short_client = client or neptune_client(self.timeout_default_ms)
         self._registered: set[tuple[str, str]] = set()
 
     # ---- the port ---------------------------------------------------------------------------
@@ -234,7 +268,13 @@ class NeptuneGraphStore:
             cypher = namespace_query(cypher, ns)
             if write:
                 self._register(org, graph, ns)
-        rows = self._execute(target, cypher, params or {}, timeout_ms)
+        cypher, params = inline_skip_limit(cypher, params or {})
+        if ns is None:  # user Cypher (BYOG): say what Neptune would refuse, and why
+            findings = check(cypher, params)
+            if findings:
+                raise GraphQueryError(f"Neptune Analytics does not accept this query: {findings[0]}")
+        budget = timeout_ms or (self.timeout_max_ms if write else self.timeout_default_ms)
+        rows = self._execute(target, cypher, params, min(budget, self.timeout_max_ms))
         columns = list(rows[0].keys()) if rows else []
         return GraphResult(columns, [[convert(r.get(c), ns) for c in columns] for r in rows])
 
@@ -244,7 +284,7 @@ class NeptuneGraphStore:
             self._graph_id,
             f"MATCH (g:{REGISTRY_LABEL}) WHERE g.org = $org AND g.name STARTS WITH $prefix RETURN g.name AS name",
             {"org": org, "prefix": prefix},
-            None,
+            self.timeout_default_ms,
         )
         names.update(str(r["name"]) for r in rows)
         return sorted(n for n in names if n.startswith(prefix))
@@ -256,7 +296,7 @@ class NeptuneGraphStore:
         while True:  # in batches: one query must stay inside Neptune's limits
             match = f"MATCH (n:{label})" if label else "MATCH (n)"
             batch = f"{match} WITH n LIMIT {DROP_BATCH} DETACH DELETE n RETURN count(*) AS n"
-            rows = self._execute(target, batch, {}, None)
+            rows = self._execute(target, batch, {}, self.timeout_max_ms)
             deleted = int(rows[0]["n"]) if rows else 0
             existed = existed or deleted > 0
             if deleted < DROP_BATCH:
@@ -266,7 +306,7 @@ class NeptuneGraphStore:
                 self._graph_id,
                 f"MATCH (g:{REGISTRY_LABEL} {{ns: $ns}}) DELETE g RETURN count(*) AS n",
                 {"ns": ns},
-                None,
+                self.timeout_max_ms,
             )
             existed = existed or bool(rows and int(rows[0]["n"]))
             self._registered.discard((org, graph))
@@ -291,22 +331,26 @@ class NeptuneGraphStore:
             self._graph_id,
             f"MERGE (g:{REGISTRY_LABEL} {{ns: $ns}}) SET g.org = $org, g.name = $name",
             {"ns": ns, "org": org, "name": graph},
-            None,
+            self.timeout_max_ms,
         )
         self._registered.add((org, graph))
 
-    def _execute(
-        self, target: str, cypher: str, params: dict[str, Any], timeout_ms: int | None
-    ) -> list[dict[str, Any]]:
-        args: dict[str, Any] = {"graphIdentifier": target, "queryString": cypher, "language": "OPEN_CYPHER"}
+    def _execute(self, target: str, cypher: str, params: dict[str, Any], timeout_ms: int) -> list[dict[str, Any]]:
+        args: dict[str, Any] = {
+            "graphIdentifier": target,
+            "queryString": cypher,
+            "language": "OPEN_CYPHER",
+            "queryTimeoutMilliseconds": int(timeout_ms),
+        }
         if params:
             args["parameters"] = params
-        if timeout_ms:
-            args["queryTimeoutMilliseconds"] = int(timeout_ms)
         try:
-            resp = self._client.execute_query(**args)
+            client = self._short_client if timeout_ms <= self.timeout_default_ms else self._client
+            resp = client.execute_query(**args)
         except ClientError as exc:
             raise self._error(exc) from None
+        except (HTTPClientError, BotoConnectionError) as exc:  # botocore's own retries are spent
+            raise StoreUnavailable(f"graph store unreachable: {exc}") from None
         body = json.loads(resp["payload"].read() or b"{}")
         results = body.get("results", [])
         return [r for r in results if isinstance(r, dict)]
@@ -318,6 +362,6 @@ class NeptuneGraphStore:
         message = str(exc.response.get("Error", {}).get("Message") or exc.response.get("message") or code)
         if code == "UnprocessableException" and reason == "QUERY_TIMEOUT":
             return GraphTimeout(message)
-        if code in _TRANSIENT or (code == "UnprocessableException" and reason in _LIMITS):
+        if code in _TRANSIENT or http_status(exc) >= 500 or (code == "UnprocessableException" and reason in _LIMITS):
             return StoreUnavailable(f"graph store: {code} {reason}: {message}".strip())
         return GraphQueryError(message)
