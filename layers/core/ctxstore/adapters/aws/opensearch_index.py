@@ -259,7 +259,7 @@ class OpenSearchIndex:
             vec = np.asarray(c.vector, dtype=np.float32).reshape(-1)
             if vec.shape != (self._dim,):
                 raise ValueError(f"vector dimension {vec.size} for chunk {c.chunk_id!r} differs from {self._dim}")
-            doc["vector"] = [float(x) for x in vec]
+            doc["vector"] = vec.tolist()  # the same float32 values as Python floats, without a per-element loop
         return doc
 
     # -- writes ---------------------------------------------------------------------------------
