@@ -187,8 +187,9 @@ TRIMS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
-# botocore service models the adapters create clients for (make_client("...") in adapters/aws, checked by
-# tests/aws/test_package_sizes.py), plus the endpoint/partition data every client reads (files, always kept).
+# botocore service models the code creates clients for (make_client("...") in adapters/aws, checked by
+# tests/aws/test_package_sizes.py; the handler import test catches a library's). The endpoint/partition files
+# every client reads are kept (only folders are trimmed).
 BOTOCORE_SERVICES: tuple[str, ...] = (
     "bedrock-agent-runtime",
     "bedrock-runtime",
@@ -201,6 +202,7 @@ BOTOCORE_SERVICES: tuple[str, ...] = (
     "sqs",
     "stepfunctions",
     "sts",
+    "xray",  # aws_xray_sdk's sampling rules client, built when Powertools' Tracer starts
 )
 
 # Everywhere: tests, typing stubs and stale bytecode.

@@ -79,9 +79,18 @@ def sam_executable() -> str:
     return found
 
 
+def python312() -> str:
+    """A Python 3.12 interpreter (Lambda's runtime version); RuntimeError saying how to get one otherwise."""
+    try:
+        exe: str = lambda_layers.find_python312()
+    except SystemExit as exc:
+        raise RuntimeError(str(exc)) from None
+    return exe
+
+
 def sam_build(build_dir: Path = BUILD_DIR) -> Path:
     """`sam build` of template.yaml into build_dir; raises with sam's output when it fails."""
-    lambda_layers.find_python312()  # fail early, and clearly, without a Python 3.12
+    python312()  # fail early, and clearly, without a Python 3.12
     proc = subprocess.run(
         [sam_executable(), "build", "--cached", "--parallel", "--build-dir", str(build_dir)],
         cwd=ROOT,
