@@ -105,14 +105,32 @@ def sam_build(build_dir: Path = BUILD_DIR) -> Path:
     return build_dir
 
 
-def _env_value(value: Any, key: str) -> str:
+_NO_VALUE = object()
+
+
+def _env_value(value: Any, key: str, params: dict[str, Any]) -> Any:
+    """A variable's value with the template's default parameters; stand-ins for what only a stack knows."""
     if isinstance(value, (str, int, float)):
         return str(value)
-    return f"stand-in-{key.lower()}"  # Ref / GetAtt / Sub: only the deployed stack knows
+    if isinstance(value, dict) and "Ref" in value:
+        if value["Ref"] == "AWS::NoValue":
+            return _NO_VALUE
+        if value["Ref"] in params:
+            return str(params[value["Ref"]].get("Default", ""))
+    if isinstance(value, dict) and "Fn::If" in value:  # conditions on optional parameters: false by default
+        return _env_value(value["Fn::If"][2], key, params)
+    if key.endswith("_URL"):
+        return "https://sqs.us-east-1.amazonaws.com/123456789012/stand-in"
+    if key.endswith("_ENDPOINT"):
+        return "https://stand-in.us-east-1.aoss.amazonaws.com"
+    if key.endswith("_ARN"):
+        return "arn:aws:states:us-east-1:123456789012:stateMachine:stand-in"
+    return f"stand-in-{key.lower().replace('_', '-')}"
 
 
 def packages(build_dir: Path = BUILD_DIR) -> dict[str, FunctionPackage]:
     built: dict[str, Any] = yaml.safe_load((build_dir / "template.yaml").read_text())
+    params = built.get("Parameters", {})
     glob_fn = built.get("Globals", {}).get("Function", {})
     glob_env = glob_fn.get("Environment", {}).get("Variables", {})
     glob_layers = [layer["Ref"] for layer in glob_fn.get("Layers", [])]
@@ -129,7 +147,7 @@ def packages(build_dir: Path = BUILD_DIR) -> dict[str, FunctionPackage]:
             name=name,
             code=build_dir / props["CodeUri"],
             layers=glob_layers + [layer["Ref"] for layer in props.get("Layers", [])],
-            env={k: _env_value(v, k) for k, v in env.items()},
+            env={k: v for k, v in ((k, _env_value(v, k, params)) for k, v in env.items()) if v is not _NO_VALUE},
         )
     return out
 
