@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ def test_every_task_retries_transient_errors_with_the_local_runners_policy() -> 
     tasks = dict(_tasks(_asl()["States"]))
     assert len(tasks) == 6
     for name, state in tasks.items():
-        [retry] = state["Retry"]
+        retry = state["Retry"][0]  # first: a retrier's error is matched by the first retrier naming it
         assert "TransientError" in retry["ErrorEquals"], name
         # RetryPolicy.max_attempts counts attempts; ASL MaxAttempts counts retries after the first.
         assert retry["MaxAttempts"] == INGEST_RETRY.max_attempts - 1, name
@@ -62,6 +63,32 @@ def test_every_task_retries_transient_errors_with_the_local_runners_policy() -> 
         assert retry["BackoffRate"] == INGEST_RETRY.backoff_rate, name
         assert retry["MaxDelaySeconds"] == INGEST_RETRY.max_delay_s, name
         assert retry["JitterStrategy"] == ("FULL" if INGEST_RETRY.jitter else "NONE"), name
+
+
+CRASHES = ("Lambda.Unknown", "Sandbox.Timedout", "Runtime.ExitError", "Runtime.OutOfMemory")
+
+
+def _function_timeout(task: dict[str, Any]) -> int:
+    tpl = template()
+    subs = tpl["Resources"]["IngestStateMachine"]["Properties"]["DefinitionSubstitutions"]
+    logical_id = subs[task["Resource"].removeprefix("${").removesuffix("}")]["GetAtt"].split(".")[0]
+    props = tpl["Resources"][logical_id]["Properties"]
+    return int(props.get("Timeout", tpl["Globals"]["Function"]["Timeout"]))
+
+
+def test_every_task_times_out_within_its_function_and_retries_a_crashed_invocation_a_bounded_number_of_times() -> None:
+    """Step Functions reports an invocation that ran out of memory or hit the function's timeout as
+    Lambda.Unknown (newer runtimes name it Sandbox.Timedout / Runtime.ExitError); a state timeout longer than
+    the function's own would never fire."""
+    for name, state in _tasks(_asl()["States"]):
+        assert 0 < state["TimeoutSeconds"] <= _function_timeout(state), name
+        crash = [r for r in state["Retry"] if "Lambda.Unknown" in r["ErrorEquals"]]
+        assert len(crash) == 1 and set(CRASHES) <= set(crash[0]["ErrorEquals"]), name
+        assert 1 <= crash[0]["MaxAttempts"] <= 3, f"{name}: an out-of-memory input fails again; retry it briefly"
+        last = state["Retry"][-1]
+        assert last["ErrorEquals"] == ["States.TaskFailed"] and last["MaxAttempts"] == 1, name
+        # Every retrier is bounded, so a failing item reaches MarkErrored.
+        assert all(0 < r["MaxAttempts"] <= 5 for r in state["Retry"]), name
 
 
 def test_every_step_is_caught_into_the_errored_step() -> None:
@@ -266,4 +293,196 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     assert guide_states[0] == "IngestParseFunction" and guide_states[-1] == "IngestCompleteFunction"
     errored_calls = [c for c in router.calls if c[0] == "IngestErroredFunction"]
     assert len(errored_calls) == 1 and "vector store write timed out" in json.dumps(errored_calls[0][1]["error"])
+    index.close()
+
+
+def _fails_once(handler: Any, error: str) -> Any:
+    """The handler, except that its first invocation raises an error of this name (as Lambda would report it)."""
+    failed = []
+
+    def wrapped(event: dict[str, Any], context: Any) -> Any:
+        if not failed:
+            failed.append(error)
+            raise type(error, (Exception,), {})("injected: Task timed out after 300.00 seconds")
+        return handler(event, context)
+
+    return wrapped
+
+
+@pytest.mark.timeout(240)
+def test_items_whose_tasks_meet_throttling_and_5xx_for_a_while_still_complete(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    embedder: Any,
+) -> None:
+    """DynamoDB and S3 answer the tasks' first requests with throttles and 500s (at the wire, more than
+    botocore's own 3 attempts absorb): each fault outlasting them surfaces as StoreUnavailable -> TransientError,
+    Step Functions retries the task. One Index invocation times out (Sandbox.Timedout) and one Graph
+    invocation fails on a stray error (States.TaskFailed): both are retried. Every item completes; none is
+    lost or errored."""
+    import threading
+
+    from moto.core.config import default_user_config
+
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+    from tests.aws.test_faults import WireFaults, record_backoffs, session_faults
+
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    arn = h.create_state_machine()
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+
+    def in_a_task() -> bool:  # only the tasks' requests, not the API's: the router knows which threads run tasks
+        return threading.current_thread().name in router.in_flight
+
+    backoffs = record_backoffs(monkeypatch)
+    throttles = WireFaults(8, code="ProvisionedThroughputExceededException", when=in_a_task)
+    server_errors = WireFaults(7, code="InternalError", status=500, when=in_a_task)
+    session_faults(monkeypatch, throttles, "dynamodb")
+    session_faults(monkeypatch, server_errors, "s3")
+
+    index = SqliteSearchIndex(tmp_path / "search.db")
+    modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
+    for m in modules.values():
+        m.handler.container.search_index = index
+        m.handler.container.embedder = embedder
+    handlers = h.handlers_of(modules)
+    # One invocation of Index dies the way Lambda reports a function timeout, one of Graph on a stray error.
+    handlers["IngestIndexFunction"] = _fails_once(handlers["IngestIndexFunction"], "Sandbox.Timedout")
+    handlers["IngestGraphFunction"] = _fails_once(handlers["IngestGraphFunction"], "RuntimeError")
+    router = h.LambdaRouter(monkeypatch, handlers)
+
+    ids = [f"note-{i}" for i in range(3)]
+    app = [{"id": i, "title": i, "type": "note", "content": {"text": f"Note {i} about tide tables."}} for i in ids]
+    api = load_function("api_context_ingest")
+    resp = api.handler(_multipart_event(key, {"database": "acme", "app_knowledge": json.dumps(app)}, []), FakeContext())
+    assert resp["statusCode"] == 202, resp
+
+    execs = h.wait_for_executions(arn, len(ids), timeout_s=180, router=router)
+    assert [e["status"] for e in execs] == ["SUCCEEDED"] * len(ids), execs
+    assert throttles.left == 0 and server_errors.left == 0, "every injected fault was met"
+    retried = [c for c in router.calls if c[2] == "TransientError"]
+    assert retried, "some task failed on a fault and was retried by the state machine"
+    assert not [c for c in router.calls if c[0] == "IngestErroredFunction"]
+    assert backoffs, "botocore retried first"
+    outcomes = {(c[0], c[2]) for c in router.calls}
+    assert {("IngestIndexFunction", "Sandbox.Timedout"), ("IngestGraphFunction", "RuntimeError")} <= outcomes
+
+    ask = event("api_context_ingest_status", key)
+    ask["rawQueryString"] = "database=acme&ids=" + ",".join(ids)
+    ask["queryStringParameters"] = {"database": "acme", "ids": ",".join(ids)}
+    status = api.handler(ask, FakeContext())
+    assert status["statusCode"] == 200, status
+    statuses = {s["id"]: s["indexing_status"] for s in json.loads(status["body"])["data"]["statuses"]}
+    assert statuses == dict.fromkeys(ids, "completed")
+    for i in ids:
+        assert index.item_chunks("acme-org", "acme", "", "knowledge", i), i
+    index.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_burst_of_items_runs_with_at_most_the_bound_of_executions_at_once(
+    aws: MotoWorld,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    embedder: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The API only queues starts; functions/ingest_starter, played by two threads as its event source mapping
+    with MaximumConcurrency 2 would run it, starts them while fewer than CTXSTORE_INGEST_MAX_RUNNING run.
+    A watcher polling ListExecutions never sees more running; every item completes."""
+    import threading
+
+    from moto.core.config import default_user_config
+
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+
+    bound, items = 2, 8
+    monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
+    arn = h.create_state_machine()
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.create_queue(QueueName="ingest-start")["QueueUrl"]
+    monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", arn)
+    monkeypatch.setenv("CTXSTORE_INGEST_START_QUEUE_URL", url)
+    monkeypatch.setenv("CTXSTORE_INGEST_MAX_RUNNING", str(bound))
+    key = new_key("acme-org")
+    _ready_database("acme-org", "acme")
+
+    index = SqliteSearchIndex(tmp_path / "search.db")
+    modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
+    for m in modules.values():
+        m.handler.container.search_index = index
+        m.handler.container.embedder = embedder
+    router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
+
+    ids = [f"note-{i}" for i in range(items)]
+    app = [{"id": i, "title": i, "type": "note", "content": {"text": f"Note {i} on harbour tides."}} for i in ids]
+    api = load_function("api_context_ingest")
+    resp = api.handler(_multipart_event(key, {"database": "acme", "app_knowledge": json.dumps(app)}, []), FakeContext())
+    assert resp["statusCode"] == 202, resp
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    assert sfn.list_executions(stateMachineArn=arn)["executions"] == [], "the API only queued the starts"
+
+    starter = load_function("ingest_starter")
+    starter.handler.starts.poll_s = 0.05
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        time.sleep(seconds)
+
+    starter.handler.starts.sleep = sleep
+    peak, stop = [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            execs = sfn.list_executions(stateMachineArn=arn)["executions"]
+            peak[0] = max(peak[0], sum(e["status"] == "RUNNING" for e in execs))
+            time.sleep(0.01)
+
+    invocations: list[dict[str, Any]] = []
+
+    def event_source_mapping() -> None:  # receive a batch, invoke, delete what was not reported
+        while len(sfn.list_executions(stateMachineArn=arn)["executions"]) < items:
+            msgs = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=3).get("Messages", [])
+            if not msgs:
+                time.sleep(0.05)
+                continue
+            records = [
+                {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]} for m in msgs
+            ]
+            out = starter.handler({"Records": records}, FakeContext(remaining_ms=12_000))
+            invocations.append(out)
+            failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+            for m in msgs:
+                if m["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    pollers = [threading.Thread(target=event_source_mapping, daemon=True) for _ in range(2)]
+    for t in pollers:
+        t.start()
+    for t in pollers:
+        t.join(timeout=200)
+    execs = h.wait_for_executions(arn, items, timeout_s=120, router=router)
+    stop.set()
+    watcher.join()
+
+    assert sorted(json.loads(e["input"])["payload"]["ref"]["id"] for e in execs) == ids, "one execution per item"
+    assert [e["status"] for e in execs] == ["SUCCEEDED"] * items
+    assert 1 <= peak[0] <= bound, f"{peak[0]} executions ran at once, the bound is {bound}"
+    assert waited, "the starter waited for a free slot"
+    with capsys.disabled():
+        print(f"\n{items} items, bound {bound}: at most {peak[0]} running at once, {len(invocations)} starter runs")
+    assert "ReceiptHandle" not in json.dumps(sqs.receive_message(QueueUrl=url)), "the queue is drained"
+    ask = event("api_context_ingest_status", key)
+    ask["rawQueryString"] = "database=acme&ids=" + ",".join(ids)
+    ask["queryStringParameters"] = {"database": "acme", "ids": ",".join(ids)}
+    statuses = {
+        s["id"]: s["indexing_status"] for s in json.loads(api.handler(ask, FakeContext())["body"])["data"]["statuses"]
+    }
+    assert statuses == dict.fromkeys(ids, "completed")
     index.close()

@@ -96,6 +96,8 @@ class Settings(BaseSettings):
     blob_sse: str = "AES256"  # CTXSTORE_BLOB_SSE: AES256 or aws:kms
     blob_kms_key_id: str = ""  # CTXSTORE_BLOB_KMS_KEY_ID: with aws:kms; empty = the bucket's default key
     state_machine_arn: str = ""  # CTXSTORE_STATE_MACHINE_ARN: ingestion workflow (Step Functions)
+    ingest_start_queue_url: str = ""  # CTXSTORE_INGEST_START_QUEUE_URL: ingestions queue here (bounded starts)
+    ingest_max_running: int = 10  # CTXSTORE_INGEST_MAX_RUNNING: ingestion executions running at once, at most
     webhook_queue_url: str = ""  # CTXSTORE_WEBHOOK_QUEUE_URL: webhook deliveries go to SQS (else the jobs table)
     scheduler_group: str = ""  # CTXSTORE_SCHEDULER_GROUP: EventBridge Scheduler group of connector schedules
     scheduler_target_arn: str = ""  # CTXSTORE_SCHEDULER_TARGET_ARN: what each schedule invokes (the job worker)

@@ -111,12 +111,14 @@ class ConventionsMiddleware:
     async def _admitted(
         self, scope: Scope, receive: Receive, send_wrapper: Send, ctx: RequestContext, started: Any
     ) -> None:
+        # Authentication reads the key store: its faults get the same answers as a route's (503 + Retry-After
+        # for a transient one, the 500 envelope otherwise), never the server's bare text 500.
         try:
-            receive = await self._prepare(scope, receive, ctx)
-        except ApiError as err:
-            await error_response(ctx, err)(scope, receive, send_wrapper)
-            return
-        try:
+            try:
+                receive = await self._prepare(scope, receive, ctx)
+            except ApiError as err:
+                await error_response(ctx, err)(scope, receive, send_wrapper)
+                return
             await self.app(scope, receive, send_wrapper)
         except StoreUnavailable as exc:
             log.warning("dependency unavailable (request_id=%s): %s", ctx.request_id, exc)

@@ -9,7 +9,7 @@ function never imports a connector SDK). Building makes no network call.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.config import Settings
 from ctxstore.ports.blobs import BlobStore
@@ -28,6 +28,9 @@ from ctxstore.runtime.common_ports import build_extractor, connector_providers, 
 from ctxstore.runtime.options import options_from
 from ctxstore.services.container import Container
 
+if TYPE_CHECKING:
+    from ctxstore.adapters.aws.ingest_starts import BoundedStarts
+
 
 def build_aws(settings: Settings) -> Container:
     """A container whose ports are built on first use."""
@@ -45,7 +48,7 @@ def build_aws(settings: Settings) -> Container:
     # http_sender needs the container (its closer); webhook deliveries run in the job worker on AWS too.
     c.defer("http_sender", lambda: webhook_sender(c))
     optional: dict[str, tuple[bool, Callable[[], Any]]] = {
-        "workflow": (bool(s.state_machine_arn), lambda: build_aws_workflow(s)),
+        "workflow": (bool(s.ingest_start_queue_url or s.state_machine_arn), lambda: build_aws_workflow(s)),
         "vault": (bool(s.connector_kms_key_id), lambda: _vault(s)),
         "embedder": (bool(s.embedding_model_id), lambda: _embedder(s)),
         "search_index": (bool(s.search_endpoint), lambda: _search_index(s)),
@@ -92,12 +95,30 @@ def _clock() -> Clock:
 
 
 def build_aws_workflow(s: Settings) -> WorkflowStarter | None:
-    """The Step Functions starter for ingestion, once CTXSTORE_STATE_MACHINE_ARN is set."""
+    """Ingestion's starter: the bounded start queue once CTXSTORE_INGEST_START_QUEUE_URL is set (the template
+    sets it; functions/ingest_starter starts the executions), else Step Functions directly once
+    CTXSTORE_STATE_MACHINE_ARN is set."""
+    if s.ingest_start_queue_url:
+        from ctxstore.adapters.aws.ingest_starts import SqsWorkflowStarter
+
+        return SqsWorkflowStarter(s.ingest_start_queue_url)
     if not s.state_machine_arn:
         return None
     from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter
 
     return SfnWorkflowStarter(s.state_machine_arn)
+
+
+def bounded_starts(s: Settings, records: RecordStore) -> BoundedStarts:
+    """functions/ingest_starter: starts queued ingestions while fewer than CTXSTORE_INGEST_MAX_RUNNING run."""
+    from ctxstore.adapters.aws._common import client
+    from ctxstore.adapters.aws.faults import install
+    from ctxstore.adapters.aws.ingest_starts import BoundedStarts, ExecutionSlots
+    from ctxstore.adapters.aws.sfn_workflow import SfnWorkflowStarter
+
+    sfn = SfnWorkflowStarter(s.state_machine_arn)
+    slots = ExecutionSlots(records, sfn.status, s.ingest_max_running)
+    return BoundedStarts(sfn=sfn, slots=slots, sqs=install(client("sqs")), queue_url=s.ingest_start_queue_url)
 
 
 def _vault(s: Settings) -> CredentialVault:

@@ -47,6 +47,12 @@ def _job_worker() -> LambdaEntry:
     return job_worker_handler()
 
 
+def _ingest_starter() -> LambdaEntry:
+    from ctxstore.runtime.lambda_jobs import ingest_starter_handler
+
+    return ingest_starter_handler()
+
+
 def _webhook_dispatch() -> LambdaEntry:
     from ctxstore.runtime.lambda_jobs import webhook_dispatch_handler
 
@@ -65,6 +71,7 @@ FUNCTIONS: dict[str, Callable[[], LambdaEntry]] = {
     **{f"api_{g}": _api(g) for g in ("graphs", "query", "webhooks")},
     "console_web": _console,
     **{f"ingest_{s}": _ingest(s) for s in ("parse", "embed", "index", "graph", "complete", "errored")},
+    "ingest_starter": _ingest_starter,
     "job_worker": _job_worker,
     "webhook_dispatch": _webhook_dispatch,
     "connector_sync": _connector_sync,

@@ -32,6 +32,31 @@ def ingest_step_handler(step: str) -> LambdaEntry:
     return LambdaEntry(observed(handle, http=False), services)
 
 
+class StarterEntry(LambdaEntry):
+    """The ingest starter's handler, with the BoundedStarts it runs (tests tune its polling)."""
+
+    def __init__(self, fn: Any, services: Services, starts: Any) -> None:
+        super().__init__(fn, services)
+        self.starts = starts
+
+
+def ingest_starter_handler() -> LambdaEntry:
+    """Batches of the ingest start queue: starts executions while fewer than CTXSTORE_INGEST_MAX_RUNNING run;
+    what cannot start within the invocation is reported in batchItemFailures (adapters/aws/ingest_starts.py)."""
+    from ctxstore.runtime.aws import bounded_starts
+
+    settings = Settings()
+    services = Services(build_aws(settings))
+    starts = bounded_starts(settings, services.container.records)
+
+    def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        result: dict[str, Any] = starts.run(event["Records"], context.get_remaining_time_in_millis() / 1000)
+        metrics.add_metric(name="IngestStartsDeferred", unit=MetricUnit.Count, value=len(result["batchItemFailures"]))
+        return result
+
+    return StarterEntry(observed(handle, http=False), services, starts)
+
+
 def _dead_lettered(spec: QueueSpec, what: str) -> QueueSpec:
     """Count every job given up on (the DeadJobsAlarm watches the metric), then run the spec's own handling."""
 

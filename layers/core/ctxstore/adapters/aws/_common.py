@@ -8,9 +8,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-# Standard retry mode backs off on throttling and 5xx; timeouts stay well inside a Lambda's budget.
+# Standard retry mode backs off on throttling, 5xx and timeouts: 3 attempts in all, sleeping at most 1 + 2 s
+# (full jitter), so a request still answers 503 + Retry-After well inside API Gateway's 29 s. Longer waits
+# belong to the caller: the client retries after Retry-After, a pipeline step by its Step Functions Retry.
+# (5 retries slept 15 s on average and up to 31 s.) What still fails becomes StoreUnavailable (faults.py).
 CLIENT_CONFIG = Config(
-    retries={"max_attempts": 5, "mode": "standard"},
+    retries={"total_max_attempts": 3, "mode": "standard"},
     connect_timeout=3,
     read_timeout=10,
     tcp_keepalive=True,

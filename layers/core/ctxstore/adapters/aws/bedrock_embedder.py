@@ -15,23 +15,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
-from ctxstore.adapters.aws._common import error_code
-from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.adapters.aws.faults import install as map_faults
 
 TITAN_V2 = "amazon.titan-embed-text-v2:0"
 MAX_CHARS = 50_000
-_TRANSIENT = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "InternalServerException",
-        "ModelTimeoutException",
-    }
-)
+# Bedrock's own transient codes, beside the shared throttling/5xx/network set (adapters/aws/faults.py).
+_TRANSIENT = frozenset({"ModelNotReadyException", "ModelTimeoutException"})
 
 
 class BedrockEmbedder:
@@ -42,7 +33,7 @@ class BedrockEmbedder:
             raise ValueError("Titan Text Embeddings v2 supports 256, 384 or 1024 dimensions")
         self._model = model_id
         self._dim = dimensions
-        self._rt = client or make_client("bedrock-runtime")
+        self._rt = map_faults(client or make_client("bedrock-runtime"), extra=_TRANSIENT)
         self._concurrency = max(1, concurrency)
 
     @property
@@ -68,14 +59,9 @@ class BedrockEmbedder:
 
     def _one(self, text: str) -> npt.NDArray[np.float32]:
         body = {"inputText": text[:MAX_CHARS] or " ", "dimensions": self._dim, "normalize": True}
-        try:
-            resp = self._rt.invoke_model(
-                modelId=self._model, body=json.dumps(body), contentType="application/json", accept="application/json"
-            )
-        except ClientError as exc:
-            if error_code(exc) in _TRANSIENT:
-                raise StoreUnavailable(f"Bedrock {error_code(exc)}: {exc}") from exc
-            raise
+        resp = self._rt.invoke_model(
+            modelId=self._model, body=json.dumps(body), contentType="application/json", accept="application/json"
+        )
         vector = np.asarray(json.loads(resp["body"].read())["embedding"], dtype=np.float32)
         if vector.shape != (self._dim,):
             raise ValueError(f"Bedrock returned {vector.shape[0]} dimensions, expected {self._dim}")

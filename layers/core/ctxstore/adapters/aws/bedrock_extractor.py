@@ -12,26 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ctxstore.adapters.aws._common import client as make_client
-from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.adapters.extraction_answer import PROMPT, parse_answer
-from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.extractor import Extraction
 
 log = logging.getLogger("ctxstore.extractor")
 
 MAX_CHARS = 20_000  # chunks are a few thousand characters; a runaway input must not buy a huge prompt
-_TRANSIENT = frozenset(
-    {
-        "ThrottlingException",
-        "ServiceUnavailableException",
-        "ModelNotReadyException",
-        "InternalServerException",
-        "ModelTimeoutException",
-    }
-)
+# Bedrock's own transient codes, beside the shared throttling/5xx/network set (adapters/aws/faults.py).
+_TRANSIENT = frozenset({"ModelNotReadyException", "ModelTimeoutException"})
 
 
 class BedrockExtractor:
@@ -42,23 +32,18 @@ class BedrockExtractor:
             raise ValueError("the Bedrock extractor needs a model id (CTXSTORE_EXTRACTOR_MODEL_ID)")
         self._model = model_id
         self._max_tokens = max_tokens
-        self._rt = client or make_client("bedrock-runtime", read_timeout=read_timeout_s)
+        self._rt = map_faults(client or make_client("bedrock-runtime", read_timeout=read_timeout_s), extra=_TRANSIENT)
 
     def extract(self, text: str) -> Extraction:
         text = text.strip()[:MAX_CHARS]
         if not text:  # Converse refuses an empty text block; there is nothing to extract anyway
             return Extraction()
-        try:
-            resp = self._rt.converse(
-                modelId=self._model,
-                system=[{"text": PROMPT}],
-                messages=[{"role": "user", "content": [{"text": text}]}],
-                inferenceConfig={"maxTokens": self._max_tokens, "temperature": 0.0},
-            )
-        except ClientError as exc:
-            if error_code(exc) in _TRANSIENT:
-                raise StoreUnavailable(f"Bedrock {error_code(exc)}: {exc}") from exc
-            raise
+        resp = self._rt.converse(
+            modelId=self._model,
+            system=[{"text": PROMPT}],
+            messages=[{"role": "user", "content": [{"text": text}]}],
+            inferenceConfig={"maxTokens": self._max_tokens, "temperature": 0.0},
+        )
         stop = resp.get("stopReason", "")
         if stop != "end_turn":  # max_tokens: truncated JSON; content_filtered/guardrail_intervened: refused
             log.warning("Bedrock extraction stopped with %s (model %s)", stop, self._model)

@@ -11,30 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ctxstore.adapters.aws._common import client as make_client
-from ctxstore.adapters.aws._common import error_code
-from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.ports.reranker import Ranked
 
 MAX_SOURCES = 1000
 MAX_CHARS = 32_000
-_TRANSIENT = frozenset(
-    {
-        "ThrottlingException",
-        "InternalServerException",
-        "BadGatewayException",
-        "DependencyFailedException",
-        "ServiceQuotaExceededException",
-    }
-)
+# Agent Runtime's own transient codes, beside the shared throttling/5xx/network set (adapters/aws/faults.py).
+_TRANSIENT = frozenset({"BadGatewayException", "DependencyFailedException", "ServiceQuotaExceededException"})
 
 
 class BedrockReranker:
     def __init__(self, model: str, *, client: Any = None, region: str | None = None) -> None:
         """model: a reranking model ARN, or a model id (e.g. amazon.rerank-v1:0) in the client's region."""
-        self._rt = client or make_client("bedrock-agent-runtime", region=region)
+        self._rt = map_faults(client or make_client("bedrock-agent-runtime", region=region), extra=_TRANSIENT)
         if model.startswith("arn:"):
             self._arn = model
         elif model:
@@ -64,12 +54,7 @@ class BedrockReranker:
         ranked: list[Ranked] = []
         seen: set[int] = set()
         while True:
-            try:
-                resp = self._rt.rerank(**params)
-            except ClientError as exc:
-                if error_code(exc) in _TRANSIENT:
-                    raise StoreUnavailable(f"Bedrock rerank {error_code(exc)}: {exc}") from exc
-                raise
+            resp = self._rt.rerank(**params)
             for r in resp.get("results") or []:
                 i = r.get("index")
                 if isinstance(i, int) and 0 <= i < len(texts) and i not in seen:  # never trust an index blindly

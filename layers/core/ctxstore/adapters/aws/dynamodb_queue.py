@@ -43,6 +43,7 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.ports.work_queue import Job
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ class DynamoDbWorkQueue:
         if not table:
             raise ValueError("a DynamoDB table name is required (CTXSTORE_JOBS_TABLE)")
         self._table = table
-        self._ddb: DynamoDBClient = client or make_client("dynamodb")
+        self._ddb: DynamoDBClient = map_faults(client or make_client("dynamodb"))  # throttles/5xx -> E6001
 
     def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
         now = time.time()

@@ -26,6 +26,8 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws.faults import install as map_faults
+from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.records import ConditionFailed, Delete, Page, Put, Record
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ class DynamoDbRecordStore:
         if not table:
             raise ValueError("a DynamoDB table name is required (CTXSTORE_RECORDS_TABLE)")
         self._table = table
-        self._ddb: DynamoDBClient = client or make_client("dynamodb")
+        self._ddb: DynamoDBClient = map_faults(client or make_client("dynamodb"))  # throttles/5xx -> E6001
 
     # ---- keys and items ------------------------------------------------------------------
     @staticmethod
@@ -325,4 +327,4 @@ class DynamoDbRecordStore:
                 return
             time.sleep(delay)  # throttled: back off and resend what was not processed
             delay = min(delay * 2, 2.0)
-        raise RuntimeError("DynamoDB kept throttling batch deletes; retry the purge later")
+        raise StoreUnavailable("DynamoDB kept throttling batch deletes; retry the purge later", retry_after_s=2)

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.ports.scheduler import Schedule
 
 _UNSAFE = re.compile(r"[^0-9A-Za-z_.-]+")
@@ -42,7 +43,7 @@ class EventBridgeScheduler:
             raise ValueError("a schedule group, target ARN and role ARN are required")
         self._group = group
         self._target = {"Arn": target_arn, "RoleArn": role_arn, "RetryPolicy": {"MaximumRetryAttempts": 2}}
-        self._client = client or make_client("scheduler")
+        self._client = map_faults(client or make_client("scheduler"))  # throttles/5xx -> E6001
 
     def upsert(self, org: str, schedule_id: str, *, every_s: int, next_at: float, payload: dict[str, Any]) -> None:
         body = {"schedule": {"schedule_id": schedule_id, "org": org, "every_s": every_s, "payload": payload}}

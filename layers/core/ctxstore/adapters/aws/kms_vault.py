@@ -13,6 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.ports.credential_vault import VaultError
 
 PREFIX = "kms1:"
@@ -24,7 +25,7 @@ class KmsVault:
         if not key_id:
             raise ValueError("a KMS key id is required (CTXSTORE_CONNECTOR_KMS_KEY_ID)")
         self._key_id = key_id
-        self._client = client or make_client("kms")
+        self._client = map_faults(client or make_client("kms"))  # throttles/5xx -> E6001, not VaultError
 
     @staticmethod
     def _context(org: str, owner: str) -> dict[str, str]:

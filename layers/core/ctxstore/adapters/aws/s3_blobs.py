@@ -15,6 +15,9 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code, http_status
+from ctxstore.adapters.aws.faults import install as map_faults
+from ctxstore.adapters.aws.faults import transient, unavailable
+from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.blobs import BlobNotFound, PresignedPost
 
 if TYPE_CHECKING:
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
 _DELETE_BATCH = 1000  # DeleteObjects limit
+_RETRYABLE_DELETE = {"SlowDown", "InternalError", "ServiceUnavailable"}  # per-key errors a retry can clear
 # Objects uploaded under a presigned POST carry this tag; the bucket's lifecycle rule expires them after a
 # day, so a file that was never ingested does not stay (ingestion copies it to the item's own key).
 STAGED_TAG = ("ctxstore-staged", "true")
@@ -44,7 +48,7 @@ class S3BlobStore:
         if "/" in bucket:
             raise ValueError("bucket must be a bucket name, not a path")
         self._bucket = bucket
-        self._s3: S3Client = client or make_client("s3")
+        self._s3: S3Client = map_faults(client or make_client("s3"))  # throttles/5xx -> E6001
         self._sse = sse
         self._kms_key_id = kms_key_id
 
@@ -78,7 +82,12 @@ class S3BlobStore:
             if self._missing(exc):
                 raise BlobNotFound(key) from None
             raise
-        body: bytes = resp["Body"].read()
+        try:  # the body streams after the call returned: a reset or read timeout here is transient too
+            body: bytes = resp["Body"].read()
+        except Exception as exc:
+            if transient(exc):
+                raise unavailable("s3", "GetObject", exc) from exc
+            raise
         return body
 
     def _head(self, org: str, key: str) -> dict[str, Any] | None:
@@ -119,6 +128,8 @@ class S3BlobStore:
             if keys:
                 out = self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": False})  # type: ignore[typeddict-item]
                 errors = out.get("Errors", [])
+                if errors and all(e.get("Code") in _RETRYABLE_DELETE for e in errors):
+                    raise StoreUnavailable(f"S3 DeleteObjects: {len(errors)} keys throttled or failed; retry")
                 if errors:
                     first = errors[0]
                     detail = f"{first.get('Code')} {first.get('Key')}"

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
+from ctxstore.adapters.aws.faults import install as map_faults
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -45,7 +46,17 @@ class SfnWorkflowStarter:
         if not state_machine_arn:
             raise ValueError("a state machine ARN is required (CTXSTORE_STATE_MACHINE_ARN)")
         self._arn = state_machine_arn
-        self._sfn: SFNClient = client or make_client("stepfunctions")
+        self._sfn: SFNClient = map_faults(client or make_client("stepfunctions"))  # throttles/5xx -> E6001
+
+    def status(self, name: str) -> str | None:
+        """The status of the execution of this (derived) name (RUNNING, SUCCEEDED, ...); None if there is none."""
+        arn = self._arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+        try:
+            return str(self._sfn.describe_execution(executionArn=arn)["status"])
+        except ClientError as exc:
+            if error_code(exc) == "ExecutionDoesNotExist":
+                return None
+            raise
 
     def start(self, org: str, execution_name_: str, payload: dict[str, Any]) -> bool:
         """Input: ``{"org", "execution_name", "start_id", "payload"}``. False if this name already ran."""

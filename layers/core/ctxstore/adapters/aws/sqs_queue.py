@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from ctxstore.adapters.aws._common import client as make_client
+from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.ports.work_queue import Job, WorkQueue
 
 MAX_DELAY_S = 900  # SendMessage DelaySeconds cap
@@ -27,7 +28,7 @@ class SqsRoutedWorkQueue:
     def __init__(self, inner: WorkQueue, routes: dict[str, str], *, client: Any | None = None) -> None:
         self._inner = inner
         self._routes = dict(routes)  # queue name -> SQS queue URL
-        self._sqs = client or make_client("sqs")
+        self._sqs = map_faults(client or make_client("sqs"))  # throttles/5xx -> E6001
 
     def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
         url = self._routes.get(queue)
