@@ -154,7 +154,7 @@ def test_worker_leaves_time_for_a_job_to_finish(aws: MotoWorld) -> None:
 
 def test_cold_start_import_times(aws: MotoWorld, capsys: pytest.CaptureFixture[str]) -> None:
     """Cold-start proxy: time to import each handler module in this (warm) interpreter; the fresh-process
-    numbers are in bench/results/aws_import_times.json (bench/aws/import_times.py)."""
+    numbers, the Lambda way, come from bench/aws/lambda_imports.py (bench/results/lambda_imports.json)."""
     times: dict[str, float] = {}
     for name in ("api_health", "api_databases", "job_worker"):
         t0 = time.perf_counter()

@@ -50,13 +50,21 @@ def test_globals_python312_tracing_and_layers() -> None:
     assert fn["Runtime"] == "python3.12"
     assert fn["Tracing"] == "Active"
     assert fn["Architectures"] in (["arm64"], ["x86_64"])
-    assert fn["Layers"] == [{"Ref": "CoreLayer"}, {"Ref": "DepsLayer"}]
+    # No global layers: each function lists the layers its code imports (tests/aws/test_package_sizes.py).
+    assert "Layers" not in fn
     res = template()["Resources"]
-    assert res["CoreLayer"]["Properties"]["ContentUri"] == "layers/core"
-    assert res["DepsLayer"]["Properties"]["ContentUri"] == "layers/deps"
-    for layer in ("CoreLayer", "DepsLayer"):
-        assert res[layer]["Properties"]["CompatibleArchitectures"] == fn["Architectures"]
-        assert res[layer]["Metadata"]["BuildArchitecture"] == fn["Architectures"][0]
+    layers = {k: v for k, v in res.items() if v["Type"] == "AWS::Serverless::LayerVersion"}
+    assert set(layers) == {"CoreLayer", "BaseLayer", "WebLayer", "ParseLayer", "ConnectorsLayer"}
+    for name, layer in layers.items():
+        folder = ROOT / layer["Properties"]["ContentUri"]
+        assert folder.parent == ROOT / "layers" and (folder / "Makefile").is_file(), name
+        assert f"build-{name}:" in (folder / "Makefile").read_text(), name
+        assert layer["Properties"]["CompatibleRuntimes"] == [fn["Runtime"]]
+        assert layer["Properties"]["CompatibleArchitectures"] == fn["Architectures"]
+        assert layer["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": fn["Architectures"][0]}
+    for name, f in _functions().items():
+        listed = [ref["Ref"] for ref in f["Properties"]["Layers"]]
+        assert set(listed) <= set(layers) and len(listed) == len(set(listed)) <= 5, name
 
 
 def test_environment_names_are_settings_fields() -> None:
@@ -215,10 +223,9 @@ def test_every_function_has_a_sample_event() -> None:
         assert any(e == name or e.startswith(name + "_") for e in events), f"no events/{name}*.json"
 
 
-def test_deps_layer_matches_the_lock_and_holds_no_local_only_packages(tmp_path: Path) -> None:
-    out = tmp_path / "requirements.txt"
+def test_layer_requirements_match_the_lock_and_hold_no_local_only_packages(tmp_path: Path) -> None:
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/export-lambda-deps.sh"), str(out)],
+        ["bash", str(ROOT / "scripts/export-lambda-deps.sh"), str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -226,10 +233,15 @@ def test_deps_layer_matches_the_lock_and_holds_no_local_only_packages(tmp_path: 
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    committed = (ROOT / "layers/deps/requirements.txt").read_text()
-    assert out.read_text() == committed, "layers/deps/requirements.txt is stale: run scripts/export-lambda-deps.sh"
-    names = {re.split(r"[ ;=]", line, maxsplit=1)[0].lower() for line in committed.splitlines() if line[:1].isalnum()}
+    names: set[str] = set()
+    for layer in ("base", "web", "parse", "connectors"):
+        committed = (ROOT / "layers" / layer / "requirements.txt").read_text()
+        fresh = (tmp_path / layer / "requirements.txt").read_text()
+        assert fresh == committed, f"layers/{layer}/requirements.txt is stale: run scripts/export-lambda-deps.sh"
+        names |= {re.split(r"[ ;=]", ln, maxsplit=1)[0].lower() for ln in committed.splitlines() if ln[:1].isalnum()}
     assert {"boto3", "mangum", "aws-lambda-powertools", "aws-xray-sdk", "fastapi", "pydantic"} <= names
+    # Packages nothing imports on Lambda (scripts/lambda_layers.py DROPPED) ship in no layer.
+    assert not names & {"grpcio", "opensearch-protobufs", "githubkit-schemas-2026-03-10", "setuptools"}
     forbidden = {
         "uvicorn",
         "falkordb",
@@ -500,7 +512,7 @@ def test_openapi_is_routed_to_one_api_function_and_mcp_is_local_only() -> None:
     assert not [p for p in routes if p == "/mcp" or p.startswith("/mcp/")]
     docs = (ROOT / "docs" / "aws.md").read_text()
     assert "`/mcp` is local-only" in docs
-    requirements = (ROOT / "layers/deps/requirements.txt").read_text().splitlines()
+    requirements = [ln for f in (ROOT / "layers").glob("*/requirements.txt") for ln in f.read_text().splitlines()]
     assert not [line for line in requirements if line.startswith("mcp==")], "the reason given: no MCP SDK on Lambda"
 
 
