@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     extractor_processes: int = 1
     # CTXSTORE_EMBEDDING_PRECISION: the local MiniLM's weights: int8 (2x faster, same quality) or fp32
     embedding_precision: Literal["fp32", "int8"] = "int8"
+    # CTXSTORE_TRACE_AWS_CALLS: on Lambda, X-Ray subsegments per AWS call (Powertools' Tracer; costs cold start)
+    trace_aws_calls: bool = False
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
     rerank_model: str = ""  # CTXSTORE_RERANK_MODEL: Bedrock reranking model (AWS), or the model name Infinity serves
     # CTXSTORE_RERANK_URL: a self-hosted rerank server (text-embeddings-inference or Infinity) for thinking mode

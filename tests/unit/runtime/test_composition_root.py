@@ -96,3 +96,22 @@ def test_building_the_aws_services_imports_no_adapter_until_a_port_is_read() -> 
     assert before == []
     assert "ctxstore.adapters.aws.dynamodb_records" in after and "boto3" in after
     assert "ctxstore.adapters.aws.opensearch_index" not in after and "ctxstore.adapters.aws.neptune_graph" not in after
+
+
+TRACE_PROBE = """
+import json, sys
+from ctxstore.config import Settings
+from ctxstore.runtime.lambda_observability import observed
+wrapped = observed(lambda event, context: {"ok": True}, http=False, trace=Settings().trace_aws_calls)
+print(json.dumps("aws_xray_sdk" in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(("flag", "loaded"), [("false", False), ("true", True)])
+def test_the_x_ray_sdk_loads_only_when_aws_calls_are_traced(flag: str, loaded: bool) -> None:
+    env = {**os.environ, "CTXSTORE_TRACE_AWS_CALLS": flag, "POWERTOOLS_TRACE_DISABLED": "1", "AWS_DEFAULT_REGION": "x"}
+    proc = subprocess.run(
+        [sys.executable, "-c", TRACE_PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is loaded

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # types only: a Lambda function that never embeds need not load numpy
+    import numpy as np
+    import numpy.typing as npt
 
 
 class Embedder(Protocol):

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from ctxstore.runtime.lambda_entry import LambdaEntry
 
 
-def _api(group: str) -> Callable[[], LambdaEntry]:
+def _api(group: str, *uses: str) -> Callable[[], LambdaEntry]:
+    """API function over routers.<group>; `uses` are the services its routes call, built during the cold start."""
+
     def build() -> LambdaEntry:
         from ctxstore.runtime.lambda_api import api_handler
 
-        return api_handler(group)
+        return api_handler(group, uses)
 
     return build
 
@@ -67,8 +69,14 @@ def _connector_sync() -> LambdaEntry:
 
 FUNCTIONS: dict[str, Callable[[], LambdaEntry]] = {
     "api_health": _health,
-    **{f"api_{g}": _api(g) for g in ("byog", "connectors", "context_ingest", "context_items", "databases")},
-    **{f"api_{g}": _api(g) for g in ("graphs", "query", "webhooks")},
+    "api_byog": _api("byog", "byog"),
+    "api_connectors": _api("connectors", "connectors"),
+    "api_context_ingest": _api("context_ingest", "ingest", "status"),
+    "api_context_items": _api("context_items", "sources"),
+    "api_databases": _api("databases", "databases"),
+    "api_graphs": _api("graphs", "graphs"),
+    "api_query": _api("query", "query"),
+    "api_webhooks": _api("webhooks", "webhooks"),
     "console_web": _console,
     **{f"ingest_{s}": _ingest(s) for s in ("parse", "embed", "index", "graph", "complete", "errored")},
     "ingest_starter": _ingest_starter,

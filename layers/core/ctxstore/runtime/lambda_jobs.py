@@ -23,13 +23,14 @@ def ingest_step_handler(step: str) -> LambdaEntry:
     """A Step Functions task (parse, embed, index, graph, complete, errored) of one item version."""
     from ctxstore.pipeline.ingest_steps import ingest_steps
 
-    services = Services(build_aws(Settings()))
+    settings = Settings()
+    services = Services(build_aws(settings))
     run = getattr(ingest_steps(services), step)
 
     def handle(event: dict[str, Any], context: Any) -> Any:
         return run(event)
 
-    return LambdaEntry(observed(handle, http=False), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
 
 
 class StarterEntry(LambdaEntry):
@@ -54,7 +55,7 @@ def ingest_starter_handler() -> LambdaEntry:
         metrics.add_metric(name="IngestStartsDeferred", unit=MetricUnit.Count, value=len(result["batchItemFailures"]))
         return result
 
-    return StarterEntry(observed(handle, http=False), services, starts)
+    return StarterEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services, starts)
 
 
 def _dead_lettered(spec: QueueSpec, what: str) -> QueueSpec:
@@ -73,7 +74,8 @@ def job_worker_handler() -> LambdaEntry:
     """Woken by the jobs table's stream and a 1-minute schedule: runs due jobs while a whole job still fits."""
     from ctxstore.pipeline.jobs import queue_specs
 
-    services = Services(build_aws(Settings()))
+    settings = Settings()
+    services = Services(build_aws(settings))
     specs = [_dead_lettered(s, "job dead-lettered") for s in queue_specs(services)]
     runner = LocalRunner(services.container.queue, specs, threads=1)
 
@@ -84,7 +86,7 @@ def job_worker_handler() -> LambdaEntry:
         metrics.add_metric(name="JobsRun", unit=MetricUnit.Count, value=ran)
         return {"ran": ran}
 
-    return LambdaEntry(observed(handle, http=False), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
 
 
 def webhook_dispatch_handler() -> LambdaEntry:
@@ -92,7 +94,8 @@ def webhook_dispatch_handler() -> LambdaEntry:
     from ctxstore.pipeline.jobs import webhook_spec
     from ctxstore.pipeline.sqs_batch import run_batch
 
-    services = Services(build_aws(Settings()))
+    settings = Settings()
+    services = Services(build_aws(settings))
     spec = _dead_lettered(webhook_spec(services.webhooks, services.container.options), "webhook delivery given up")
     runner = LocalRunner(services.container.queue, [spec], threads=1)
 
@@ -101,7 +104,7 @@ def webhook_dispatch_handler() -> LambdaEntry:
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(result["batchItemFailures"]))
         return result
 
-    return LambdaEntry(observed(handle, http=False), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
 
 
 def connector_sync_handler() -> LambdaEntry:
@@ -134,4 +137,4 @@ def connector_sync_handler() -> LambdaEntry:
         metrics.add_metric(name="ConnectorChunksRun", unit=MetricUnit.Count, value=ran)
         return {"queued": queued, "ran": ran}
 
-    return LambdaEntry(observed(handle, http=False), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)

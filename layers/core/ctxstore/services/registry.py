@@ -8,22 +8,27 @@ services (purgers, the event sink) does not depend on the order in which they ar
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.retrieval.graph_context import GraphContextSource
-from ctxstore.services.byog import ByogService
-from ctxstore.services.connectors import ConnectorService
 from ctxstore.services.container import Container
-from ctxstore.services.databases import DatabaseService
-from ctxstore.services.graphs import GraphService
-from ctxstore.services.ingest import IngestService
-from ctxstore.services.items import ItemRef, ItemService
-from ctxstore.services.keys import KeyService
-from ctxstore.services.query import QueryService
-from ctxstore.services.rate_limit import RateLimiter
-from ctxstore.services.sources import SourceService
-from ctxstore.services.status import StatusService
-from ctxstore.services.webhooks import WebhookService
+from ctxstore.services.items import ItemRef
+
+# Each service's module is imported when the service is first built: an API function loads only the modules its
+# routes reach (the databases function never loads retrieval and numpy, none but connectors the connector service).
+if TYPE_CHECKING:
+    from ctxstore.retrieval.graph_context import GraphContextSource
+    from ctxstore.services.byog import ByogService
+    from ctxstore.services.connectors import ConnectorService
+    from ctxstore.services.databases import DatabaseService
+    from ctxstore.services.graphs import GraphService
+    from ctxstore.services.ingest import IngestService
+    from ctxstore.services.items import ItemService
+    from ctxstore.services.keys import KeyService
+    from ctxstore.services.query import QueryService
+    from ctxstore.services.rate_limit import RateLimiter
+    from ctxstore.services.sources import SourceService
+    from ctxstore.services.status import StatusService
+    from ctxstore.services.webhooks import WebhookService
 
 
 class Services:
@@ -34,6 +39,8 @@ class Services:
 
     @cached_property
     def limiter(self) -> RateLimiter:
+        from ctxstore.services.rate_limit import RateLimiter
+
         o = self.container.options
         return RateLimiter(
             {
@@ -47,14 +54,20 @@ class Services:
 
     @cached_property
     def webhooks(self) -> WebhookService:
+        from ctxstore.services.webhooks import WebhookService
+
         return WebhookService(self.container)
 
     @cached_property
     def keys(self) -> KeyService:
+        from ctxstore.services.keys import KeyService
+
         return KeyService(self.container)
 
     @cached_property
     def databases(self) -> DatabaseService:
+        from ctxstore.services.databases import DatabaseService
+
         databases = DatabaseService(self.container)
         if self._has_graph:  # a database or collection purge removes its share of both graphs
             databases.add_purger(self._purge_scope_graphs)
@@ -62,10 +75,14 @@ class Services:
 
     @cached_property
     def items(self) -> ItemService:
+        from ctxstore.services.items import ItemService
+
         return ItemService(self.container)
 
     @cached_property
     def sources(self) -> SourceService:
+        from ctxstore.services.sources import SourceService
+
         sources = SourceService(self.container, self.databases, self.items)
         if self._has_graph:  # an item's delete or metadata change reaches both graphs
             sources.add_purger(self._purge_item_graphs)
@@ -74,18 +91,26 @@ class Services:
 
     @cached_property
     def ingest(self) -> IngestService:
+        from ctxstore.services.ingest import IngestService
+
         return IngestService(self.container, self.databases, self.items)
 
     @cached_property
     def status(self) -> StatusService:
+        from ctxstore.services.status import StatusService
+
         return StatusService(self.databases, self.items)
 
     @cached_property
     def byog(self) -> ByogService | None:
+        from ctxstore.services.byog import ByogService
+
         return ByogService(self.container)
 
     @cached_property
     def graphs(self) -> GraphService | None:
+        from ctxstore.services.graphs import GraphService
+
         return GraphService(self.container, self.databases, self.items) if self._has_graph else None
 
     @property
@@ -95,10 +120,14 @@ class Services:
 
     @cached_property
     def query(self) -> QueryService | None:
+        from ctxstore.services.query import QueryService
+
         return QueryService(self.container, self.databases, self.items, graph_context=self.graphs)
 
     @cached_property
     def connectors(self) -> ConnectorService | None:
+        from ctxstore.services.connectors import ConnectorService
+
         return ConnectorService(self.container, self.databases, self.ingest, self.sources, self.items)
 
     # ---- wiring that resolves the graph service only when a purge or change happens ---------------------
