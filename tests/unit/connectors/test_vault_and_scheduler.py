@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -10,8 +11,11 @@ import pytest
 
 from ctxstore.adapters.local.aesgcm_vault import AesGcmVault
 from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
+from ctxstore.adapters.local.system_clock import SystemClock
 from ctxstore.ports.credential_vault import VaultError
+from ctxstore.services.connectors.scheduling import SYNC_QUEUE, SyncScheduling
 
 
 def test_vault_key_is_private_and_ciphertexts_are_bound_to_their_connector(tmp_path: Path) -> None:
@@ -46,3 +50,20 @@ def test_scheduler_hands_out_due_schedules_once_per_interval_and_survives_reopen
     assert sorted(d.org for d in s2.due(now + 61)) == ["o1", "o2"]  # earliest first
     assert s2.cancel("o1", "c1") is True and s2.cancel("o1", "c1") is False
     assert s2.count() == 1
+
+
+def test_a_manual_sync_waits_for_the_finishing_chunk_to_release_its_job(tmp_path: Path) -> None:
+    """The chunk writes `idle` before its worker acknowledges the job: a sync asked for in that gap is
+    queued once the job is released, not refused as "already running"."""
+    queue = SqliteWorkQueue(SqliteDb(tmp_path / "queue.db"))
+    scheduling = SyncScheduling(queue, None, SystemClock())
+    assert scheduling.enqueue("o1", "c1", "manual")
+    [job] = queue.claim(SYNC_QUEUE, lease_s=60)
+    assert scheduling.enqueue("o1", "c1", "manual") is None  # leased: refused at once
+    release = threading.Timer(0.3, queue.complete, args=(job,))
+    release.start()
+    run_id = scheduling.enqueue_once_released("o1", "c1", "manual")
+    release.join()
+    assert run_id is not None and queue.pending(SYNC_QUEUE) == 1
+    [job] = queue.claim(SYNC_QUEUE, lease_s=60)
+    assert scheduling.enqueue_once_released("o1", "c1", "manual") is None  # never released: still refused

@@ -11,6 +11,7 @@ same job and drains the queue. A finished chunk re-anchors the schedule at the c
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -21,6 +22,7 @@ from ctxstore.ports.work_queue import WorkQueue
 log = logging.getLogger("ctxstore.connectors")
 SYNC_QUEUE = "connectors"
 BUSY_RETRY_S = 5.0  # a schedule that fired while its connector was still syncing fires again this soon
+RELEASE_GRACE_S = 2.0  # a finished chunk marks its connector idle just before the queue releases its job id
 
 
 def workflow_id(connector_id: str) -> str:
@@ -38,6 +40,17 @@ class SyncScheduling:
         run_id = uuid.uuid4().hex
         payload = {"connector_id": connector_id, "run_id": run_id, "trigger": trigger}
         return run_id if self._queue.enqueue(org, SYNC_QUEUE, connector_id, payload) else None
+
+    def enqueue_once_released(self, org: str, connector_id: str, trigger: str) -> str | None:
+        """Queue a sync of a connector whose record says idle: the chunk that wrote `idle` may still hold
+        its job id for a moment (its worker acknowledges the job after the write), so look again
+        briefly before answering that a sync is queued."""
+        deadline = self._clock.monotonic() + RELEASE_GRACE_S
+        while True:
+            run_id = self.enqueue(org, connector_id, trigger)
+            if run_id is not None or self._clock.monotonic() >= deadline:
+                return run_id
+            time.sleep(0.05)
 
     def reschedule(self, org: str, connector: dict[str, Any]) -> None:
         """Mirror the connector's next_sync_at into the scheduler (cancelled when there is none)."""

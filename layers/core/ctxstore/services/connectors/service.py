@@ -740,7 +740,10 @@ class ConnectorService:
         requested = self._c.clock.now()
         if full:  # written before the job exists, so the chunk that picks it up sees the request
             self.store.update(principal.org, connector_id, lambda d: dict(d, full_sync_requested_at=requested))
-        run_id = self.scheduling.enqueue(principal.org, connector_id, "full" if full else "manual")
+        trigger = "full" if full else "manual"
+        run_id = self.scheduling.enqueue(principal.org, connector_id, trigger)
+        if run_id is None and not running(self._connector(principal, connector_id).data, self._c.clock.now()):
+            run_id = self.scheduling.enqueue_once_released(principal.org, connector_id, trigger)
         if run_id is None:
             if full:  # refused: take back this request (unless a later one replaced it)
                 self.store.update(
