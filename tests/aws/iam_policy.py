@@ -34,7 +34,11 @@ _NO_VALUE = object()
 # they carry what the Lambda service does for the function (logs, traces, event-source polling).
 MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
     "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole": [
-        {"Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"}
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": "*",
+        }
     ],
     "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess": [
         {
@@ -50,16 +54,33 @@ MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
         }
     ],
     "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole": [
-        {"Effect": "Allow", "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"], "Resource": "*"},
-        {"Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+            "Resource": "*",
+        },
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": "*",
+        },
     ],
     "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole": [
         {
             "Effect": "Allow",
-            "Action": ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"],
+            "Action": [
+                "dynamodb:DescribeStream",
+                "dynamodb:GetRecords",
+                "dynamodb:GetShardIterator",
+                "dynamodb:ListStreams",
+            ],
             "Resource": "*",
         },
-        {"Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"},
+        {
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": "*",
+        },
     ],
 }
 
@@ -376,4 +397,3 @@ def aoss_allows(policies: list[DataAccessPolicy], principal: str, permission: st
 
 def deployment(parameters: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> Deployment:
     return Deployment(copy.deepcopy(translated()), dict(parameters or {}), dict(overrides or {}))
-

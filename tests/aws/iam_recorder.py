@@ -53,7 +53,8 @@ class Call:
     operation: str  # what was called, e.g. dynamodb.TransactWriteItems, aoss POST /_bulk
 
 
-# A responder answers one (botocore service id, operation), e.g. ("neptune-graph", "ExecuteQuery"), with (HTTP status, body bytes).
+# A responder answers one (botocore service id, operation), e.g. ("neptune-graph", "ExecuteQuery"),
+# with (HTTP status, body bytes).
 Responder = Callable[[dict[str, Any]], tuple[int, bytes]]
 
 
@@ -129,7 +130,12 @@ def _s3(bucket: str, key: str | None = None) -> str:
 
 def _dynamodb(op: str, p: dict[str, Any]) -> list[tuple[str, str]]:
     if op == "TransactWriteItems":
-        kinds = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+        kinds = {
+            "Put": "PutItem",
+            "Update": "UpdateItem",
+            "Delete": "DeleteItem",
+            "ConditionCheck": "ConditionCheckItem",
+        }
         return [
             (f"dynamodb:{kinds[kind]}", _ddb_table(spec["TableName"]))
             for item in p.get("TransactItems", [])
@@ -213,7 +219,11 @@ def _bedrock(op: str, p: dict[str, Any]) -> list[tuple[str, str]]:
         return model if model.startswith("arn:") else f"arn:aws:bedrock:{REGION}::foundation-model/{model}"
 
     if op in ("InvokeModel", "InvokeModelWithResponseStream", "Converse", "ConverseStream"):
-        action = "InvokeModelWithResponseStream" if op in ("ConverseStream", "InvokeModelWithResponseStream") else "InvokeModel"
+        action = (
+            "InvokeModelWithResponseStream"
+            if op in ("ConverseStream", "InvokeModelWithResponseStream")
+            else "InvokeModel"
+        )
         return [(f"bedrock:{action}", model_arn(p["modelId"]))]
     if op == "Rerank":  # no resource type; the model itself needs InvokeModel
         model = p["rerankingConfiguration"]["bedrockRerankingConfiguration"]["modelConfiguration"]["modelArn"]
