@@ -69,9 +69,29 @@ def _embedding(body: dict[str, Any]) -> tuple[int, bytes]:
     return 200, json.dumps({"embedding": vec.tolist(), "inputTextTokenCount": len(text.split())}).encode()
 
 
-def _neptune_answer(body: dict[str, Any]) -> tuple[int, bytes]:
-    """ExecuteQuery's documented openCypher JSON with no rows: the graph paths run, their reads find nothing."""
-    return 200, json.dumps({"results": []}).encode()
+class NeptuneAnswers:
+    """ExecuteQuery answered in Neptune's documented openCypher JSON. Only the adapter's graph registry is
+    kept (a `ctxstore_graph` node per namespace: MERGE registers, list_graphs reads, drop deletes it), so
+    listing and dropping graphs run their real queries; every other query answers no rows."""
+
+    def __init__(self) -> None:
+        self.registry: dict[str, dict[str, str]] = {}
+
+    def __call__(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        query, params = body.get("query", ""), body.get("parameters") or {}  # the wire names
+        rows: list[dict[str, Any]] = []
+        if "ctxstore_graph" in query:
+            if "MERGE" in query:
+                self.registry[params["ns"]] = {"org": params["org"], "name": params["name"]}
+            elif "DELETE" in query:
+                rows = [{"n": int(self.registry.pop(params["ns"], None) is not None)}]
+            elif "RETURN" in query:
+                rows = [
+                    {"name": g["name"]}
+                    for g in self.registry.values()
+                    if g["org"] == params.get("org") and g["name"].startswith(params.get("prefix", ""))
+                ]
+        return 200, json.dumps({"results": rows}).encode()
 
 
 class AossTransport(RecordingAdapter):
@@ -164,7 +184,7 @@ class Stack:
         boto3.client("stepfunctions", region_name=REGION).create_state_machine(
             name=self.dep.name("IngestStateMachine"), definition=h.definition(), roleArn=role
         )
-        RECORDER.responders[("neptune-graph", "ExecuteQuery")] = _neptune_answer
+        RECORDER.responders[("neptune-graph", "ExecuteQuery")] = NeptuneAnswers()
         RECORDER.responders[("bedrock-runtime", "InvokeModel")] = _embedding
         RECORDER.aoss_collections[COLLECTION_ID] = self.dep.name("SearchCollection")
         import ctxstore.adapters.aws.opensearch_index as opensearch_index
@@ -396,6 +416,8 @@ def flow_main(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
             if not _sqs_trigger(stack, "webhook_dispatch", "WebhookQueue")["received"]:
                 break
         assert receiver.received > first["received"]
+        _ok(stack.http("api_webhooks", "POST", "/webhooks/indexing/test"), 200, 201, 202)
+        _sqs_trigger(stack, "webhook_dispatch", "WebhookQueue")
     finally:
         receiver.close()
 
@@ -431,11 +453,20 @@ def _state_machine_functions(dep: Deployment) -> list[str]:
     return [v["GetAtt"].split(".")[0] for v in subs.values() if isinstance(v, dict) and "GetAtt" in v]
 
 
+def _webhook(stack: Stack, svc: Any) -> None:
+    """A webhook of the org, so that status changes emit deliveries onto the queue (nothing delivers them here)."""
+    from ctxstore.services.principal import Principal
+
+    key = stack.new_key()
+    svc.webhooks.register(Principal(ORG, key.split("_")[1]), "http://127.0.0.1:9/hook", None, None, False)
+
+
 def flow_uploads_and_console(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file sent by reference (grant, presigned POST, ingest), and the console's pages and upload path."""
     svc = stack.setup_services()
     from ctxstore.services.principal import Principal
 
+    _webhook(stack, svc)
     svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")
     svc.databases.provision(ORG, "acme")
     ask = {"filename": "big.md", "size_bytes": 2048, "content_type": "text/markdown"}
@@ -500,6 +531,7 @@ def flow_connectors(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
         svc = stack.setup_services()
         from ctxstore.services.principal import Principal
 
+        _webhook(stack, svc)
         svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")
         svc.databases.provision(ORG, "acme")
         create = json.loads((ROOT / "events" / "api_connectors_create.json").read_text())
