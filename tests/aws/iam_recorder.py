@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import botocore.session
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.signers import S3PostPresigner
 
 REGION = "us-east-1"
@@ -339,7 +339,7 @@ def _on_call(model: Any, context: dict[str, Any], **_: Any) -> None:
         RECORDER.record(action, resource, f"{model.service_model.service_name}.{model.name}")
 
 
-def _respond(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None:
+def _respond(request: Any, event_name: str = "", **kwargs: Any) -> AWSResponse | None:
     """Answers a call to a service moto does not emulate when a test registered a responder for it."""
     _, service_id, operation = event_name.split(".", 2)
     responder = RECORDER.responders.get((service_id, operation))
@@ -347,7 +347,9 @@ def _respond(request: Any, event_name: str = "", **_: Any) -> AWSResponse | None
         return None
     raw = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
     status, payload = responder(json.loads(raw) if raw.strip().startswith("{") else {})
-    return AWSResponse(request.url, status, {"content-type": "application/json"}, _Raw(payload))
+    headers = HTTPHeaders()
+    headers["content-type"] = "application/json"
+    return AWSResponse(request.url, status, headers, _Raw(payload))
 
 
 class _Raw(io.BytesIO):
@@ -393,7 +395,7 @@ def _install() -> None:
         client = create(self, *args, **kwargs)
         client.meta.events.register("before-parameter-build", _on_params)
         client.meta.events.register("before-call", _on_call)
-        client.meta.events.register_first("before-send", _respond)
+        client.meta.events.register_first("before-send", _respond)  # type: ignore[arg-type]  # a response ends the chain
         return client
 
     botocore.session.Session.create_client = create_client  # type: ignore[method-assign]

@@ -43,6 +43,7 @@ from tests.aws.iam_policy import action_matches as _action_matches
 from tests.aws.iam_policy import resource_matches as _resource_matches
 from tests.aws.iam_recorder import RECORDER, aoss_permissions, iam_actions, neptune_query_actions
 from tests.aws.moto_env import REGION, ROOT, AwsNames, MotoWorld
+from tests.aws.moto_env import resource as template_resource
 from tests.aws.test_handlers import FakeContext, load_function
 
 PARAMETERS = {"NamePrefix": "ctxstore", "Stage": "test"}
@@ -119,7 +120,7 @@ class AossTransport(RecordingAdapter):
     function, and refusing (503) chunk writes of the poison item."""
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        raw = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
+        raw = request.body.decode() if isinstance(request.body, bytes) else str(request.body or "")
         path = urllib.parse.urlparse(request.url or "").path
         if path.endswith("/_bulk"):
             body: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
@@ -189,8 +190,10 @@ class Stack:
         for lid, r in res.items():
             if r["Type"] == "AWS::SQS::Queue":
                 vis = r["Properties"].get("VisibilityTimeout")
-                attrs = {"VisibilityTimeout": str(vis)} if isinstance(vis, int) else {}
-                sqs.create_queue(QueueName=self.dep.name(lid), Attributes=attrs)
+                if isinstance(vis, int):
+                    sqs.create_queue(QueueName=self.dep.name(lid), Attributes={"VisibilityTimeout": str(vis)})
+                else:
+                    sqs.create_queue(QueueName=self.dep.name(lid))
         kms = boto3.client("kms", region_name=REGION)
         key = kms.create_key(Description="connector credentials")["KeyMetadata"]
         self.dep.overrides.update({"ConnectorCredentialsKey": key["KeyId"], "ConnectorCredentialsKey.Arn": key["Arn"]})
@@ -475,7 +478,8 @@ def flow_main(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _state_machine_functions(dep: Deployment) -> list[str]:
-    subs = h.resource("IngestStateMachine")["Properties"]["DefinitionSubstitutions"]
+    """The functions the ingestion state machine's tasks invoke (its DefinitionSubstitutions)."""
+    subs = template_resource("IngestStateMachine")["Properties"]["DefinitionSubstitutions"]
     return [v["GetAtt"].split(".")[0] for v in subs.values() if isinstance(v, dict) and "GetAtt" in v]
 
 
