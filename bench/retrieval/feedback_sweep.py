@@ -21,9 +21,9 @@ from typing import Any
 from bench.api_client import REPO, Api, LoCoMo, SciFact, dedup, ndcg10
 from bench.retrieval.locomo_sweep import evaluate, pair_mapping
 
-from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
 from ctxstore.retrieval import feedback
+from ctxstore.runtime import build_container
 from ctxstore.services.registry import build_services
 
 OUT = REPO / "bench" / "results" / "feedback_sweep.json"

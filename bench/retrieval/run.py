@@ -40,13 +40,13 @@ import numpy.typing as npt
 from bench.retrieval.baselines import CACHE, load_jsonl, load_qrels, ndcg_at_k
 from tests.support.server import ServerProcess
 
-from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
 from ctxstore.domain.chunking import embedding_input
 from ctxstore.domain.conversation import Turn, turn_chunks
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter, SearchIndex
+from ctxstore.runtime import build_container
 from ctxstore.services.principal import Principal
 from ctxstore.services.registry import Services, build_services
 

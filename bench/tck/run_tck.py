@@ -400,9 +400,9 @@ class Client:
     def __init__(self, data_dir: Path, read_ms: int, write_ms: int) -> None:
         from fastapi.testclient import TestClient
 
-        from ctxstore.bootstrap import build_container
         from ctxstore.config import Settings
         from ctxstore.http.app import create_app
+        from ctxstore.runtime import build_container
         from ctxstore.services.registry import build_services
 
         # Shorter budgets than production so a scenario the engine cannot finish costs seconds, not minutes:

@@ -20,11 +20,11 @@ import pytest
 from fastapi.testclient import TestClient
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
 from ctxstore.http.app import create_app
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
+from ctxstore.runtime import build_container
 from ctxstore.services.events import INDEXING_STATUS_CHANGED
 from ctxstore.services.registry import build_services
 from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService

@@ -193,3 +193,15 @@ class MotoWorld:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def entry_name(app_py: Path) -> str:
+    """The name a function's app.py hands to the composition root (`handler = handler_for("<name>")`)."""
+    import ast
+
+    for node in ast.walk(ast.parse(app_py.read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "handler_for":
+            arg = node.args[0]
+            assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), app_py
+            return arg.value
+    raise AssertionError(f"{app_py} does not call handler_for")

@@ -147,8 +147,8 @@ def test_throttling_is_transient_and_other_errors_are_not(
 
 
 def test_build_aws_wires_the_extractor_only_when_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
     from tests.aws.moto_env import set_minimal_aws_env
 
     set_minimal_aws_env(monkeypatch)

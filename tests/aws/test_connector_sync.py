@@ -60,8 +60,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Mot
 
 
 def _ready_database() -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
     from ctxstore.services.principal import Principal
     from ctxstore.services.registry import build_services
 

@@ -66,8 +66,8 @@ def test_names_are_valid_distinct_and_bounded() -> None:
 
 
 def test_build_aws_wires_the_scheduler_once_configured(world: MotoWorld, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
 
     for k, v in world.names.env().items():
         monkeypatch.setenv(k, v)

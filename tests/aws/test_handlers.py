@@ -76,8 +76,8 @@ def event(name: str, key: str | None = None) -> dict[str, Any]:
 
 
 def new_key(org: str = "acme-org") -> str:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
     from ctxstore.services.keys import KeyService
 
     return KeyService(build_aws(Settings())).create(org)
@@ -142,8 +142,8 @@ def test_create_database_then_worker_provisions_it(aws: MotoWorld) -> None:
 
 
 def test_worker_leaves_time_for_a_job_to_finish(aws: MotoWorld) -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
 
     c = build_aws(Settings())
     c.queue.enqueue("acme-org", "databases", "j1", {"op": "provision", "database": "nope"})

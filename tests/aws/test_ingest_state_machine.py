@@ -9,7 +9,6 @@ Serverless and Bedrock, which moto does not emulate.
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.pipeline.ingest_steps import IngestSteps
 from ctxstore.pipeline.jobs import INGEST_RETRY
 from tests.aws import sfn_harness as h
-from tests.aws.moto_env import REGION, ROOT, MotoWorld, template
+from tests.aws.moto_env import REGION, ROOT, MotoWorld, entry_name, template
 from tests.aws.test_handlers import FakeContext, aws, event, load_function, new_key  # noqa: F401 (aws: fixture)
 
 TASK_FUNCTIONS = (
@@ -91,15 +90,10 @@ def test_every_task_maps_to_a_template_function_whose_handler_calls_a_pipeline_s
         assert res[logical_id]["Type"] == "AWS::Serverless::Function", name
         assert logical_id in invokable, f"{name}: the state machine may not invoke {logical_id}"
         app_py = ROOT / res[logical_id]["Properties"]["CodeUri"] / "app.py"
-        calls = {
-            n.func.attr
-            for n in ast.walk(ast.parse(app_py.read_text()))
-            if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and isinstance(n.func.value, ast.Name)
-            and n.func.value.id == "steps"
-        }
-        assert calls & step_methods, f"{name}: {app_py} calls no IngestSteps method"
+        name = entry_name(app_py)
+        assert name == app_py.parent.name, f"{app_py} builds another function's handler ({name})"
+        # The composition root maps ingest_<step> to IngestSteps.<step> (runtime/lambda_jobs.py).
+        assert name.removeprefix("ingest_") in step_methods, f"{name}: {app_py} runs no IngestSteps method"
     assert set(_used_functions()) == set(TASK_FUNCTIONS)
 
 
@@ -137,8 +131,8 @@ def _multipart_event(key: str, fields: dict[str, str], files: list[tuple[str, by
 
 
 def _ready_database(org: str, name: str) -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
     from ctxstore.services.principal import Principal
     from ctxstore.services.registry import build_services
 
@@ -208,8 +202,8 @@ def test_upload_runs_to_completed_and_a_poison_document_to_errored_after_its_ret
     poison = PoisonIndex(index, "poison-1")
     modules = {lid: load_function(h.code_dir(lid)) for lid in TASK_FUNCTIONS}
     for m in modules.values():
-        m.container.search_index = poison
-        m.container.embedder = embedder
+        m.handler.container.search_index = poison
+        m.handler.container.embedder = embedder
     router = h.LambdaRouter(monkeypatch, h.handlers_of(modules))
 
     # Well over 64 chunks: the Embed Map runs several batches of 64.

@@ -173,8 +173,8 @@ def test_byog_runs_unrewritten_on_its_own_graph_or_not_at_all(stubbed: tuple[Nep
 
 
 def test_build_aws_wires_the_graph_store_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.bootstrap import build_aws
     from ctxstore.config import Settings
+    from ctxstore.runtime.aws import build_aws
     from tests.aws.moto_env import set_minimal_aws_env
 
     set_minimal_aws_env(

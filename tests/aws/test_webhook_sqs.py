@@ -62,14 +62,14 @@ def test_deliveries_fan_out_on_sqs_and_only_failures_come_back(
 ) -> None:
     url = _queue(monkeypatch)
     fn = load_function("webhook_dispatch")
-    svc = fn.services
+    svc = fn.handler.services
     hooks = [svc.keys.create("acme-org") for _ in range(2)]  # two keys, two webhooks: one event, two deliveries
     for k in hooks:
         svc.webhooks.register(Principal("acme-org", k.split("_")[1]), receiver.url, None, None, False)
     receiver.statuses = [503]  # the first POST fails, every later one succeeds
     svc.webhooks.emit("acme-org", INDEXING_STATUS_CHANGED, {"id": "doc-1", "indexing_status": "completed"})
-    assert fn.container.queue.pending("webhooks") == 2
-    assert fn.container.queue.claim("webhooks", lease_s=30) == []  # the sweep worker never polls SQS jobs
+    assert fn.handler.container.queue.pending("webhooks") == 2
+    assert fn.handler.container.queue.claim("webhooks", lease_s=30) == []  # the sweep worker never polls SQS jobs
 
     visibility = _spy_visibility(fn, monkeypatch)
     ids, result = _trigger(fn, url)
@@ -79,14 +79,14 @@ def test_deliveries_fan_out_on_sqs_and_only_failures_come_back(
     [(receipt, timeout)] = visibility
     assert failed in ids
     assert 0 <= timeout <= 30
-    assert fn.container.queue.pending("webhooks") == 1
+    assert fn.handler.container.queue.pending("webhooks") == 1
     # the backoff elapses (moto keeps its own clock): the message becomes visible again
     boto3.client("sqs", region_name=REGION).change_message_visibility(
         QueueUrl=url, ReceiptHandle=receipt, VisibilityTimeout=0
     )
     ids2, result2 = _trigger(fn, url)
     assert len(ids2) == 1 and result2["batchItemFailures"] == []
-    assert receiver.count() == 3 and fn.container.queue.pending("webhooks") == 0
+    assert receiver.count() == 3 and fn.handler.container.queue.pending("webhooks") == 0
     listed = [svc.webhooks.list_deliveries(Principal("acme-org", k.split("_")[1]), None, None, None) for k in hooks]
     statuses = sorted(d["status"] for page in listed for d in page["deliveries"])
     assert statuses == ["completed", "completed"]
@@ -94,7 +94,7 @@ def test_deliveries_fan_out_on_sqs_and_only_failures_come_back(
 
 def _spy_visibility(fn: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     calls: list[tuple[str, int]] = []
-    client = fn.container.queue._sqs
+    client = fn.handler.container.queue._sqs
     real = client.change_message_visibility
 
     def spy(**kw: Any) -> Any:
@@ -112,7 +112,7 @@ def test_a_delivery_that_never_succeeds_is_given_up_and_leaves_the_queue(
 ) -> None:
     url = _queue(monkeypatch, max_attempts=2)
     fn = load_function("webhook_dispatch")
-    svc = fn.services
+    svc = fn.handler.services
     key = svc.keys.create("acme-org")
     principal = Principal("acme-org", key.split("_")[1])
     svc.webhooks.register(principal, receiver.url, None, None, False)
@@ -126,7 +126,7 @@ def test_a_delivery_that_never_succeeds_is_given_up_and_leaves_the_queue(
     )
     _, second = _trigger(fn, url)  # attempt 2 of 2: given up, so not reported; the function deleted it
     assert second["batchItemFailures"] == [] and receiver.count() == 2
-    assert fn.container.queue.pending("webhooks") == 0
+    assert fn.handler.container.queue.pending("webhooks") == 0
     [delivery] = svc.webhooks.list_deliveries(principal, None, None, None)["deliveries"]
     assert delivery["status"] == "permanently_failed"
 

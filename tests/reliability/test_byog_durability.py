@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from ctxstore.adapters.local.falkordb_engine import FalkorEngine
 from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
-from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
 from ctxstore.http.app import create_app
+from ctxstore.runtime import build_container
 from ctxstore.services.registry import build_services
 from tests.support.app import LocalApp, make_app
 

@@ -10,11 +10,11 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from ctxstore.bootstrap import build_container
 from ctxstore.config import Settings
 from ctxstore.http.app import ALL_ROUTERS, create_app
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
+from ctxstore.runtime import build_container
 from ctxstore.services.container import Container
 from ctxstore.services.registry import Services, build_services
 

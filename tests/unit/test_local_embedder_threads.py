@@ -40,8 +40,8 @@ def test_the_cores_are_shared_out_between_workers(monkeypatch: pytest.MonkeyPatc
 
 
 def test_serve_builds_its_embedder_with_a_thread_per_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctxstore.bootstrap import build_container
     from ctxstore.config import Settings
+    from ctxstore.runtime import build_container
 
     monkeypatch.setenv("CTXSTORE_EMBED_THREADS", "2")
     container = build_container(Settings(data_dir=tmp_path / "data", workers=2))

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from ctxstore.bootstrap import build_container, local_work_signal, recover_local
 from ctxstore.config import Settings
 from ctxstore.domain.api_keys import parse_duration
+from ctxstore.runtime import build_container
+from ctxstore.runtime.local import local_work_signal, recover_local
 from ctxstore.services.registry import build_services
 
 

@@ -1,9 +1,11 @@
-"""The set of ports one running service uses; built by bootstrap, shared by every entry point."""
+"""The ports one running service uses; filled by the composition root (ctxstore.runtime) for every entry point."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.clock import Clock
@@ -20,6 +22,8 @@ from ctxstore.ports.search_index import SearchIndex
 from ctxstore.ports.work_queue import WorkQueue
 from ctxstore.ports.workflow import WorkflowStarter
 from ctxstore.services.events import EventSink, NullSink
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,27 +63,99 @@ class Options:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+class _Slot(Generic[T]):
+    """One port of the container: set directly, or built on first read from a factory the composition root gave.
+
+    Lazy slots let one Lambda function build only the adapters its handler touches (a health check builds none,
+    a query function never imports the connector SDKs), while `serve` fills every slot up front.
+    """
+
+    def __init__(self, default: Callable[[], T] | None = None) -> None:
+        self._default = default
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Slot[T]: ...
+
+    @overload
+    def __get__(self, obj: Container, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: Container | None, owner: type | None = None) -> T | _Slot[T]:
+        if obj is None:
+            return self
+        values = obj.__dict__
+        if self._name in values:
+            return cast(T, values[self._name])
+        with obj._build_lock:
+            if self._name not in values:  # another thread may have built it while this one waited
+                factory = obj._factories.pop(self._name, None) or self._default
+                if factory is None:
+                    raise LookupError(f"the container has no {self._name!r} port (the composition root set none)")
+                values[self._name] = factory()
+        return cast(T, values[self._name])
+
+    def __set__(self, obj: Container, value: T) -> None:
+        obj._factories.pop(self._name, None)  # a value set by hand replaces the root's factory
+        obj.__dict__[self._name] = value
+
+
+def _none() -> None:
+    return None
+
+
 class Container:
-    records: RecordStore
-    blobs: BlobStore
-    queue: WorkQueue
-    clock: Clock
-    options: Options = field(default_factory=Options)
-    # Filled in as the backends for them are configured.
-    search_index: SearchIndex | None = None
-    graph: GraphStore | None = None
-    embedder: Embedder | None = None
-    extractor: Extractor | None = None
-    inferrer: MemoryInferrer | None = None
-    reranker: Reranker | None = None  # optional passage reranker for thinking mode (e.g. Bedrock)
-    workflow: WorkflowStarter | None = None  # starts ingestion (local queue or Step Functions)
-    events: EventSink = field(default_factory=NullSink)  # webhooks replace it in build_services
-    scheduler: Scheduler | None = None
-    http_sender: HttpSender | None = None  # outbound webhook delivery
-    vault: CredentialVault | None = None  # connector credentials at rest
-    connector_providers: dict[str, ConnectorProvider] = field(default_factory=dict)
-    closers: list[Any] = field(default_factory=list)
+    """The ports of one running instance. The composition root (ctxstore.runtime) fills it: `serve` with built
+    adapters, a Lambda function with factories that run on first use (`Container(factories=...)`)."""
+
+    records = _Slot[RecordStore]()
+    blobs = _Slot[BlobStore]()
+    queue = _Slot[WorkQueue]()
+    clock = _Slot[Clock]()
+    # Optional ports: None where the deployment has no backend for them.
+    search_index = _Slot[SearchIndex | None](_none)
+    graph = _Slot[GraphStore | None](_none)
+    embedder = _Slot[Embedder | None](_none)
+    extractor = _Slot[Extractor | None](_none)
+    inferrer = _Slot[MemoryInferrer | None](_none)
+    reranker = _Slot[Reranker | None](_none)  # optional passage reranker for thinking mode (e.g. Bedrock)
+    workflow = _Slot[WorkflowStarter | None](_none)  # starts ingestion (local queue or Step Functions)
+    events = _Slot[EventSink](NullSink)  # webhooks replace it in build_services
+    scheduler = _Slot[Scheduler | None](_none)
+    http_sender = _Slot[HttpSender | None](_none)  # outbound webhook delivery
+    vault = _Slot[CredentialVault | None](_none)  # connector credentials at rest
+    connector_providers = _Slot[dict[str, ConnectorProvider]](dict)
+
+    def __init__(
+        self,
+        *,
+        options: Options | None = None,
+        factories: Mapping[str, Callable[[], Any]] | None = None,
+        **ports: Any,
+    ) -> None:
+        self.options = options or Options()
+        self.closers: list[Any] = []
+        self._build_lock = threading.RLock()
+        unknown = [n for n in [*ports, *(factories or {})] if not isinstance(getattr(Container, n, None), _Slot)]
+        if unknown:
+            raise TypeError(f"Container has no port named {', '.join(sorted(unknown))}")
+        self._factories: dict[str, Callable[[], Any]] = dict(factories or {})
+        for name, value in ports.items():
+            setattr(self, name, value)
+
+    def defer(self, name: str, factory: Callable[[], Any]) -> None:
+        """Build port `name` with `factory` the first time it is read (unless a value is set before)."""
+        if not isinstance(getattr(Container, name, None), _Slot):
+            raise TypeError(f"Container has no port named {name}")
+        self._factories[name] = factory
+
+    def configured(self, name: str) -> bool:
+        """Whether a port has a backend, without building it (a factory counts; a None value does not)."""
+        if name in self._factories:
+            return True
+        return self.__dict__.get(name) is not None
 
     def close(self) -> None:
         for closer in reversed(self.closers):

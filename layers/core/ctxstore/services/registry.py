@@ -1,8 +1,14 @@
-"""Every service of one running instance, built once from the container."""
+"""Every service of one running instance, each built on first use from the container.
+
+Built lazily so an entry point pays only for what it calls: a Lambda function for `/query` never builds the
+connector service (and so never imports a provider SDK or reads the credential vault). The wiring between
+services (purgers, the event sink) does not depend on the order in which they are first used.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 from ctxstore.retrieval.graph_context import GraphContextSource
 from ctxstore.services.byog import ByogService
@@ -11,7 +17,7 @@ from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import GraphService
 from ctxstore.services.ingest import IngestService
-from ctxstore.services.items import ItemService
+from ctxstore.services.items import ItemRef, ItemService
 from ctxstore.services.keys import KeyService
 from ctxstore.services.query import QueryService
 from ctxstore.services.rate_limit import RateLimiter
@@ -20,59 +26,100 @@ from ctxstore.services.status import StatusService
 from ctxstore.services.webhooks import WebhookService
 
 
-@dataclass
 class Services:
-    container: Container
-    keys: KeyService
-    databases: DatabaseService
-    limiter: RateLimiter
-    items: ItemService
-    ingest: IngestService
-    status: StatusService
-    sources: SourceService
-    byog: ByogService | None = None
-    webhooks: WebhookService | None = None
-    graphs: GraphService | None = None
-    graph_context: GraphContextSource | None = None  # POST /query asks it for relations behind the chunks
-    query: QueryService | None = None
-    connectors: ConnectorService | None = None
+    def __init__(self, c: Container) -> None:
+        self.container = c
+        # Ingestion reports status changes through the webhook service: it is the event sink from the start.
+        c.events = self.webhooks
+
+    @cached_property
+    def limiter(self) -> RateLimiter:
+        o = self.container.options
+        return RateLimiter(
+            {
+                "default": (o.rate_limit_per_minute, o.rate_limit_burst or o.rate_limit_per_minute),
+                "query": (
+                    o.query_rate_limit_per_minute or o.rate_limit_per_minute,
+                    o.rate_limit_burst or o.query_rate_limit_per_minute or o.rate_limit_per_minute,
+                ),
+            }
+        )
+
+    @cached_property
+    def webhooks(self) -> WebhookService:
+        return WebhookService(self.container)
+
+    @cached_property
+    def keys(self) -> KeyService:
+        return KeyService(self.container)
+
+    @cached_property
+    def databases(self) -> DatabaseService:
+        databases = DatabaseService(self.container)
+        if self._has_graph:  # a database or collection purge removes its share of both graphs
+            databases.add_purger(self._purge_scope_graphs)
+        return databases
+
+    @cached_property
+    def items(self) -> ItemService:
+        return ItemService(self.container)
+
+    @cached_property
+    def sources(self) -> SourceService:
+        sources = SourceService(self.container, self.databases, self.items)
+        if self._has_graph:  # an item's delete or metadata change reaches both graphs
+            sources.add_purger(self._purge_item_graphs)
+            sources.add_metadata_listener(self._update_graph_access)
+        return sources
+
+    @cached_property
+    def ingest(self) -> IngestService:
+        return IngestService(self.container, self.databases, self.items)
+
+    @cached_property
+    def status(self) -> StatusService:
+        return StatusService(self.databases, self.items)
+
+    @cached_property
+    def byog(self) -> ByogService | None:
+        return ByogService(self.container)
+
+    @cached_property
+    def graphs(self) -> GraphService | None:
+        return GraphService(self.container, self.databases, self.items) if self._has_graph else None
+
+    @property
+    def graph_context(self) -> GraphContextSource | None:
+        """What POST /query asks for the relations behind its chunks."""
+        return self.graphs
+
+    @cached_property
+    def query(self) -> QueryService | None:
+        return QueryService(self.container, self.databases, self.items, graph_context=self.graphs)
+
+    @cached_property
+    def connectors(self) -> ConnectorService | None:
+        return ConnectorService(self.container, self.databases, self.ingest, self.sources, self.items)
+
+    # ---- wiring that resolves the graph service only when a purge or change happens ---------------------
+    @property
+    def _has_graph(self) -> bool:
+        return self.container.configured("graph")
+
+    def _graphs(self) -> GraphService:
+        graphs = self.graphs
+        assert graphs is not None  # registered only when a graph is configured
+        return graphs
+
+    def _purge_scope_graphs(self, org: str, database: str, collection: str | None) -> None:
+        self._graphs().purge_scope(org, database, collection)
+
+    def _purge_item_graphs(self, org: str, ref: ItemRef) -> None:
+        self._graphs().purge_item(org, ref)
+
+    def _update_graph_access(self, org: str, ref: ItemRef, metadata: dict[str, Any]) -> None:
+        self._graphs().update_access(org, ref, metadata)
 
 
 def build_services(c: Container) -> Services:
-    o = c.options
-    limiter = RateLimiter(
-        {
-            "default": (o.rate_limit_per_minute, o.rate_limit_burst or o.rate_limit_per_minute),
-            "query": (
-                o.query_rate_limit_per_minute or o.rate_limit_per_minute,
-                o.rate_limit_burst or o.query_rate_limit_per_minute or o.rate_limit_per_minute,
-            ),
-        }
-    )
-    webhooks = WebhookService(c, c.http_sender)
-    c.events = webhooks  # before the services that emit: ingestion reports status changes through it
-    databases = DatabaseService(c)
-    items = ItemService(c)
-    sources = SourceService(c, databases, items)
-    graphs = GraphService(c, databases, items) if c.graph is not None else None
-    if graphs is not None:  # deletes remove an item's or a scope's share of both graphs
-        databases.add_purger(graphs.purge_scope)
-        sources.add_purger(graphs.purge_item)
-        sources.add_metadata_listener(graphs.update_access)
-    ingest = IngestService(c, databases, items)
-    return Services(
-        container=c,
-        keys=KeyService(c),
-        databases=databases,
-        limiter=limiter,
-        byog=ByogService(c),
-        items=items,
-        ingest=ingest,
-        status=StatusService(databases, items),
-        sources=sources,
-        graphs=graphs,
-        graph_context=graphs,
-        query=QueryService(c, databases, items, graph_context=graphs),
-        webhooks=webhooks,
-        connectors=ConnectorService(c, databases, ingest, sources, items),
-    )
+    return Services(c)

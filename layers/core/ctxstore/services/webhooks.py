@@ -172,13 +172,14 @@ def _decode_cursor(cursor: str) -> str:
 class WebhookService:
     def __init__(self, c: Container, sender: HttpSender | None = None) -> None:
         self._c = c
-        self._sender = sender
+        self._sender = sender  # None: the container's sender, read when a delivery or vetting first needs it
 
     # ---- target vetting ----------------------------------------------------------------------
     def _sender_or_unavailable(self) -> HttpSender:
-        if self._sender is None:
+        sender = self._sender or self._c.http_sender
+        if sender is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "webhook delivery is not configured on this server")
-        return self._sender
+        return sender
 
     def vet(self, url: str) -> Target:
         """Check the URL and every address its host resolves to; raises TargetRefused/TargetUnresolvable."""

@@ -1,0 +1,114 @@
+"""The local backend, built up front for `ctxstore serve` and the CLI's server verbs: SQLite records, queue and
+search index, files for blobs, the embedding model in process, embedded FalkorDB for graphs."""
+
+from __future__ import annotations
+
+from ctxstore.config import Settings
+from ctxstore.ports.work_queue import WorkSignal
+from ctxstore.runtime.common_ports import build_extractor, connector_providers, webhook_sender
+from ctxstore.runtime.options import options_from
+from ctxstore.services.container import Container
+
+
+def build_local(settings: Settings) -> Container:
+    from ctxstore.adapters.local.aesgcm_vault import AesGcmVault
+    from ctxstore.adapters.local.fs_blobs import FsBlobStore, load_signing_key
+    from ctxstore.adapters.local.sqlite_db import SqliteDb
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+    from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
+    from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
+    from ctxstore.adapters.local.system_clock import SystemClock
+
+    data = settings.data_dir
+    data.mkdir(parents=True, exist_ok=True)
+    db = SqliteDb(data / "records.db", busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+    c = Container(
+        records=SqliteRecordStore(db),
+        blobs=FsBlobStore(data / "blobs", signing_key=load_signing_key(data / "url_signing.key")),
+        queue=SqliteWorkQueue(db),
+        clock=SystemClock(),
+        options=options_from(settings),
+        scheduler=SqliteScheduler(db),
+        vault=AesGcmVault(data / "connector_credentials.key"),
+    )
+    c.closers.append(db.close)
+    c.connector_providers = connector_providers(settings)
+    c.http_sender = webhook_sender(c)
+    _add_local_search(c, settings)
+    _add_local_graph(c, settings)
+    return c
+
+
+def _add_local_search(c: Container, settings: Settings) -> None:
+    """Ingestion on the local queue; chunks in data_dir/search.db; the embedding model from its package."""
+    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder, document_threads_per_worker
+    from ctxstore.adapters.local.queue_workflow import QueueWorkflowStarter
+    from ctxstore.adapters.local.rule_inferrer import RuleInferrer
+    from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+
+    c.workflow = QueueWorkflowStarter(c.queue)
+    index = SqliteSearchIndex(settings.data_dir / "search.db")
+    c.search_index = index
+    c.embedder = CachedEmbedder(
+        LocalEmbedder(
+            precision=settings.embedding_precision,
+            document_threads=document_threads_per_worker(settings.workers),
+            document_sessions=settings.workers,  # each worker's document calls on a session of its own
+        )
+    )
+    c.inferrer = RuleInferrer()
+    if settings.inferrer == "llm":
+        from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer
+
+        if not (settings.llm_base_url and settings.llm_model):
+            raise ValueError("CTXSTORE_INFERRER=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
+        llm = LlmMemoryInferrer(
+            settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+        )
+        c.inferrer = llm
+        c.closers.append(llm.close)
+    c.closers.append(index.close)
+    if settings.rerank_url:  # thinking mode orders its pool with it; the offline rerank answers if it fails
+        from ctxstore.adapters.local.http_reranker import HttpReranker
+
+        reranker = HttpReranker(
+            settings.rerank_url,
+            api=settings.rerank_api,
+            model=settings.rerank_model,
+            api_key=settings.rerank_api_key,
+            timeout_s=settings.rerank_timeout_s,
+        )
+        c.reranker = reranker
+        c.closers.append(reranker.close)
+
+
+def _add_local_graph(c: Container, settings: Settings) -> None:
+    """Embedded FalkorDB under data_dir/graph; the process starts on first use and stops on close."""
+    from ctxstore.adapters.local.falkordb_engine import FalkorEngine
+    from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
+
+    engine = FalkorEngine(
+        settings.data_dir / "graph",
+        timeout_default_ms=settings.byog_read_timeout_ms,
+        timeout_max_ms=max(settings.byog_read_timeout_ms, settings.byog_write_timeout_ms),
+        resultset_size=settings.byog_max_rows if settings.byog_max_rows > 0 else -1,
+    )
+    graph = FalkorGraphStore(engine)
+    c.graph = graph
+    c.closers.append(engine.stop)
+    c.closers.append(graph.close)
+    c.extractor = build_extractor(settings)
+
+
+def recover_local(c: Container) -> int:
+    """Start-up recovery for `ctxstore serve`: hand out again the jobs a killed server was holding."""
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+
+    return c.queue.release_leases() if isinstance(c.queue, SqliteWorkQueue) else 0
+
+
+def local_work_signal(c: Container) -> WorkSignal | None:
+    """The local queue's in-process wake-up for `serve`'s runners (None on other queues: they poll)."""
+    from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+
+    return c.queue.signal if isinstance(c.queue, SqliteWorkQueue) else None

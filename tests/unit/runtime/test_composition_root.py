@@ -1,0 +1,98 @@
+"""The composition root builds ports on first use: a Lambda pays only for the adapters its handler touches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from ctxstore.services.container import Container
+from ctxstore.services.registry import Services
+from tests.aws.moto_env import ROOT
+
+
+class _Counting:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.calls = 0
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        return self.value
+
+
+def test_a_port_is_built_on_first_read_and_once() -> None:
+    graph = _Counting(object())
+    c = Container(factories={"graph": graph})
+    assert graph.calls == 0 and c.configured("graph")
+    assert c.graph is graph.value and c.graph is graph.value
+    assert graph.calls == 1
+
+
+def test_a_set_port_wins_over_its_factory_and_unset_optional_ports_are_none() -> None:
+    c = Container(factories={"graph": _Counting("built")})
+    c.graph = None  # type: ignore[assignment]
+    assert c.graph is None and not c.configured("graph")
+    assert c.search_index is None and c.connector_providers == {}
+
+
+def test_unknown_ports_and_missing_required_ports_fail_loudly() -> None:
+    with pytest.raises(TypeError, match="no port named nope"):
+        Container(nope=1)
+    with pytest.raises(LookupError, match="'records'"):
+        _ = Container().records
+
+
+def test_graph_purgers_are_wired_before_the_graph_is_built() -> None:
+    graph = _Counting(object())
+    svc = Services(Container(records=object(), factories={"graph": graph}))
+    _ = svc.sources, svc.databases  # in either order
+    assert graph.calls == 0
+    assert svc.graphs is not None and graph.calls == 0  # the graph service reads its port per call
+    assert svc.databases._purgers == [svc._purge_scope_graphs]
+    assert svc.sources._purgers == [svc._purge_item_graphs]
+
+
+def test_without_a_graph_nothing_is_wired() -> None:
+    svc = Services(Container(records=object()))
+    assert svc.graphs is None and svc.databases._purgers == [] and svc.sources._purgers == []
+
+
+PROBE = """
+import json, sys
+from ctxstore.config import Settings
+from ctxstore.runtime.aws import build_aws
+from ctxstore.services.registry import Services
+svc = Services(build_aws(Settings()))
+before = sorted(m for m in sys.modules if m.startswith(("ctxstore.adapters", "ctxstore.connectors", "boto3")))
+_ = svc.query, svc.keys  # both read the records port when built; neither reads search or graph until a call
+after = sorted(m for m in sys.modules if m.startswith(("ctxstore.adapters", "boto3")))
+print(json.dumps([before, after]))
+"""
+
+
+def test_building_the_aws_services_imports_no_adapter_until_a_port_is_read() -> None:
+    env = {
+        **os.environ,
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_RECORDS_TABLE": "t",
+        "CTXSTORE_JOBS_TABLE": "j",
+        "CTXSTORE_BLOB_BUCKET": "b",
+        "CTXSTORE_SEARCH_ENDPOINT": "https://x.us-east-1.aoss.amazonaws.com",
+        "CTXSTORE_GRAPH_ID": "g-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, after = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert before == []
+    assert "ctxstore.adapters.aws.dynamodb_records" in after and "boto3" in after
+    assert "ctxstore.adapters.aws.opensearch_index" not in after and "ctxstore.adapters.aws.neptune_graph" not in after
