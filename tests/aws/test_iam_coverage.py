@@ -281,7 +281,7 @@ class Stack:
 
     def setup_services(self) -> Any:
         """The services as an operator's script would build them (not recorded: no function is running)."""
-        from ctxstore.bootstrap import build_aws
+        from ctxstore.runtime.aws import build_aws
         from ctxstore.config import Settings
         from ctxstore.services.registry import build_services
 
