@@ -188,14 +188,18 @@ def test_auth_errors_doctor_login_and_config(served: Served, env: dict[str, str]
     assert down.code == exit_codes.UNAVAILABLE and "ctxstore serve" in down.stdout
 
     doctor = cli(env, "doctor", "-o", "json")
-    assert doctor.code == 0 and [c["check"] for c in doctor.json()["checks"]] == [
-        "config",
-        "reachable",
-        "version",
-        "api key",
+    assert doctor.code == 0 and [(c["check"], c["state"]) for c in doctor.json()["checks"]] == [
+        ("config", "ok"),
+        ("reachable", "ok"),
+        ("version", "ok"),
+        ("api key", "ok"),
+        ("database", "next"),  # none chosen: what to do next, not a failure
     ]
     assert cli(no_key, "doctor").code == exit_codes.AUTH
-    assert cli({**env, "CTXSTORE_DATABASE": "nope"}, "doctor").code == exit_codes.PARTIAL
+    missing = cli({**env, "CTXSTORE_DATABASE": "nope"}, "doctor", "-o", "json")
+    assert missing.code == exit_codes.OK and missing.json()["checks"][-1]["fix"] == (
+        "create it: `ctxstore database create nope`"
+    )
 
     config = Path(env["CTXSTORE_CONFIG"])
     logged = cli(no_key, "login", "--api-key", served.key, "--database", "from-login")

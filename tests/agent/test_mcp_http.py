@@ -32,7 +32,7 @@ def test_every_request_needs_a_valid_key(served: Served) -> None:
     bad = _post(served, {"Authorization": "Bearer csk_abc_def"})
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "UNAUTHORIZED"
     ok = _post(served, {"Authorization": f"Bearer {served.key}"})
-    assert ok.status_code == 200 and len(ok.json()["result"]["tools"]) == 12
+    assert ok.status_code == 200 and len(ok.json()["result"]["tools"]) == 14
     assert httpx.get(served.url + "/health").status_code == 200  # the one thing open without a key
 
 
@@ -51,14 +51,14 @@ def test_lifecycle_over_http_in_both_protocol_eras(served: Served) -> None:
     headers = {"Authorization": f"Bearer {served.key}", "X-Ctxstore-Database": db}
     legacy = over_http(served.url + "/mcp", headers, mode="legacy")  # initialize handshake (2025 clients)
     modern = over_http(served.url + "/mcp", headers, mode="auto")  # sessionless 2026-07-28 requests
-    stored = legacy("ctxstore_ingest", {"text": "Our office dog is a beagle named Biscuit.", "kind": "knowledge"})
+    stored = legacy("ctxstore_ingest", {"text": "Our office dog is a beagle named Biscuit.", "type": "knowledge"})
     [item] = stored.ids
     assert not stored.is_error and "queued" in stored.text
     assert f"{item}: completed" in _wait_completed(modern, [item])
     found: ToolResult = modern("ctxstore_query", {"query": "what is the office dog called", "mode": "fast"})
     assert f"source_id={item}" in found.text and "Biscuit" in found.text
     assert "beagle" in legacy("ctxstore_inspect", {"source_id": item}).text
-    assert modern("ctxstore_delete", {"ids": [item], "kind": "knowledge"}).text.startswith("Deleted 1 of 1")
+    assert modern("ctxstore_delete", {"ids": [item], "type": "knowledge"}).text.startswith("Deleted 1 of 1")
     assert "not found" in legacy("ctxstore_status", {"ids": [item]}).text
 
 
@@ -67,7 +67,7 @@ def test_scope_headers_overrides_and_organisations(served: Served) -> None:
     base = {"Authorization": f"Bearer {served.key}", "X-Ctxstore-Database": db}
     team_a = over_http(served.url + "/mcp", {**base, "X-Ctxstore-Collection": "team-a"}, mode="auto")
     team_b = over_http(served.url + "/mcp", {**base, "X-Ctxstore-Collection": "team-b"}, mode="auto")
-    [item] = team_a("ctxstore_ingest", {"text": "Team A's launch is on Friday.", "kind": "knowledge"}).ids
+    [item] = team_a("ctxstore_ingest", {"text": "Team A's launch is on Friday.", "type": "knowledge"}).ids
     _wait_completed(team_a, [item])
     assert f"source_id={item}" in team_a("ctxstore_query", {"query": "launch day", "mode": "fast"}).text
     assert team_b("ctxstore_query", {"query": "launch day", "mode": "fast"}).text.startswith("No results")

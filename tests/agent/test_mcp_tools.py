@@ -34,7 +34,10 @@ TOOLS = {
     "ctxstore_graph_query",
     "ctxstore_graph_collections",
     "ctxstore_graph_admin",
+    "ctxstore_list_databases",
+    "ctxstore_create_database",
 }
+STORE_TOOLS = ("ctxstore_ingest", "ctxstore_list", "ctxstore_delete", "ctxstore_relations", "ctxstore_subgraph")
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,13 @@ def test_tool_list_descriptions_and_schemas(local: LocalApp) -> None:
             assert prop.get("description"), f"{t.name}.{name} has no description"
     assert tools["ctxstore_query"].input_schema["required"] == ["query"]
     assert tools["ctxstore_query"].input_schema["properties"]["type"]["enum"] == ["all", "knowledge", "memory"]
-    assert tools["ctxstore_delete"].input_schema["required"] == ["ids", "kind"]  # no silent default for deletes
+    for name in STORE_TOOLS:  # the store is `type`, as in the API and the command line; `kind` is a deprecated alias
+        props = tools[name].input_schema["properties"]
+        assert "type" in props and props["kind"].get("deprecated") is True, name
+    assert tools["ctxstore_delete"].input_schema["required"] == ["ids"]  # `type` is checked in the call (alias)
+    assert "Required" in tools["ctxstore_delete"].input_schema["properties"]["type"]["description"]
+    assert tools["ctxstore_create_database"].annotations.read_only_hint is False
+    assert tools["ctxstore_list_databases"].annotations.read_only_hint is True
     assert tools["ctxstore_delete"].annotations.destructive_hint is True
     assert tools["ctxstore_query"].annotations.read_only_hint is True
 
@@ -102,10 +111,10 @@ def test_memory_lifecycle_ingest_status_query_inspect_list_delete(local: LocalAp
     read = _ok(call("ctxstore_inspect", {"source_id": item_id}))
     assert "aisle seats" in read and '"Seat preference"' in read
     assert "prefers aisle seats" in read  # infer=true (the tool default) added what it inferred
-    listed = _ok(call("ctxstore_list", {"kind": "memory"}))
+    listed = _ok(call("ctxstore_list", {"type": "memory"}))
     assert f"id={item_id}" in listed and "completed" in listed
 
-    gone = _ok(call("ctxstore_delete", {"ids": [item_id, "never-was"], "kind": "memory"}))
+    gone = _ok(call("ctxstore_delete", {"ids": [item_id, "never-was"], "type": "memory"}))
     assert gone.startswith("Deleted 1 of 2") and "never-was" in gone
     assert "not found" in _ok(call("ctxstore_status", {"ids": [item_id]}))
     after = _ok(call("ctxstore_query", {"query": "aisle seats", "type": "memory", "mode": "fast"}))
@@ -123,7 +132,7 @@ def test_conversation_and_knowledge_note_with_graph_tools(local: LocalApp, call:
     )
     note = call(
         "ctxstore_ingest",
-        {"text": "Acme Zoo was founded by Jane Doe in Paris.", "kind": "knowledge", "source_id": "note-1"},
+        {"text": "Acme Zoo was founded by Jane Doe in Paris.", "type": "knowledge", "source_id": "note-1"},
     )
     assert conv.ids == ["conv-1"] and note.ids == ["note-1"]
     local.drain()
@@ -229,7 +238,7 @@ def test_scope_defaults_overrides_and_errors(local: LocalApp) -> None:
     missing = no_default("ctxstore_query", {"query": "x"})
     assert missing.is_error and "INVALID_PARAMETERS: no database" in missing.text
     side = _caller(local, Defaults(database="side", collection="team-a"))
-    stored = side("ctxstore_ingest", {"text": "The side project is called Falcon.", "kind": "knowledge"})
+    stored = side("ctxstore_ingest", {"text": "The side project is called Falcon.", "type": "knowledge"})
     [item] = stored.ids
     assert 'database "side", collection "team-a"' in stored.text
     local.drain()
@@ -261,3 +270,46 @@ def test_query_and_subgraph_tools_charge_the_query_rate_class(tmp_path: Path) ->
         assert not call("ctxstore_status", {"ids": ["x"]}).is_error  # other tools are not in the query class
     finally:
         app.close()
+
+
+def test_type_names_the_store_and_the_old_kind_still_works(local: LocalApp, call: Any) -> None:
+    assert _ok(call("ctxstore_ingest", {"text": "Typed note about otters.", "type": "knowledge", "source_id": "t-1"}))
+    old = call("ctxstore_ingest", {"text": "Kind note about otters.", "kind": "knowledge", "source_id": "k-1"})
+    assert _ok(old) and old.ids == ["k-1"]  # an older client sending `kind` is still understood
+    local.drain()
+    for args in ({"type": "knowledge"}, {"kind": "knowledge"}):
+        listed = _ok(call("ctxstore_list", args))
+        assert "id=t-1" in listed and "id=k-1" in listed
+    assert "id=t-1" not in _ok(call("ctxstore_list", {"type": "memory"}))
+    assert "depth 0: source_id=t-1" in _ok(call("ctxstore_subgraph", {"source_id": "t-1", "kind": "knowledge"}))
+    clash = call("ctxstore_list", {"type": "knowledge", "kind": "memory"})
+    assert (
+        clash.is_error and "INVALID_PARAMETERS: `type` is knowledge but the deprecated `kind` is memory" in clash.text
+    )
+    untyped = call("ctxstore_delete", {"ids": ["t-1"]})
+    assert untyped.is_error and untyped.text.endswith("`type` is required: knowledge or memory")
+    assert _ok(call("ctxstore_delete", {"ids": ["t-1"], "type": "knowledge"})).startswith("Deleted 1 of 1")
+    assert _ok(call("ctxstore_delete", {"ids": ["k-1"], "kind": "knowledge"})).startswith("Deleted 1 of 1")
+
+
+def test_an_agent_creates_its_first_database(local: LocalApp) -> None:
+    newcomer = local.services.keys.create("newcomer-org")
+    call = _caller(local, Defaults(database="notes"), key=newcomer)
+    assert _ok(call("ctxstore_list_databases", {})) == (
+        'No databases yet. The connection\'s default "notes": create it with ctxstore_create_database.'
+    )
+    missing = call("ctxstore_ingest", {"text": "hello"})
+    assert missing.is_error and "DATABASE_NOT_FOUND" in missing.text and "ctxstore_create_database" in missing.text
+    created = _ok(call("ctxstore_create_database", {"wait_seconds": 0}))  # no worker runs here until drain()
+    assert created.startswith('Database "notes" created; still provisioning.') and "ctxstore_list_databases" in created
+    local.drain()
+    assert _ok(call("ctxstore_list_databases", {})) == "1 databases:\n- notes (ready, the connection's default)"
+    other = _ok(call("ctxstore_create_database", {"database": "scratch", "wait_seconds": 0}))
+    assert 'pass database="scratch"' in other
+    taken = call("ctxstore_create_database", {"database": "notes"})
+    assert taken.is_error and "DATABASE_ALREADY_EXISTS" in taken.text
+    bad = call("ctxstore_create_database", {"database": "no spaces allowed"})
+    assert bad.is_error and "INVALID" in bad.text
+    assert not call("ctxstore_ingest", {"text": "My cat is called Miso."}).is_error
+    unnamed = _caller(local, Defaults(), key=newcomer)("ctxstore_create_database", {})
+    assert unnamed.is_error and "give `database`" in unnamed.text

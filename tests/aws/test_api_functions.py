@@ -62,10 +62,10 @@ EXPECTED: dict[str, int] = {
     "api_context_ingest_uploads": 201,  # a presigned S3 POST for a 30 MB file (tests/aws/test_large_uploads.py)
     "api_context_ingest_status": 404,  # FILE_NOT_FOUND: nothing ingested yet (the ingest test sees 200)
     "api_context_items_list": 200,
-    "api_byog_query": 404,  # BYOG databases are their own; "acme" is not one
+    "api_byog_query": 403,  # FORBIDDEN: no BYOG graph on this deployment (tests/aws/test_feature_switches.py)
     "api_webhooks_list": 200,
     "api_query": 200,  # text-only (no Bedrock model configured here) over the empty search index
-    "api_graphs_relations": 503,  # no CTXSTORE_GRAPH_ID under moto (no Neptune): tests/aws/test_neptune_graph.py
+    "api_graphs_relations": 403,  # FORBIDDEN: no CTXSTORE_GRAPH_ID = GraphStore none (Neptune: test_neptune_graph.py)
     # no CTXSTORE_CONNECTOR_KMS_KEY_ID here: no credential vault (tests/aws/test_connector_sync.py has one)
     "api_connectors_create": 503,
     "api_connectors_configure": 503,
@@ -143,13 +143,19 @@ print(json.dumps([routers, sorted(h for h in {HEAVY!r} if h in sys.modules)]))
 def test_query_function_searches_the_collection(aws: MotoWorld, search: RecordingAdapter) -> None:  # noqa: F811
     """POST /query through its Lambda: the chunk indexed in the collection comes back; requests are SigV4 for aoss."""
     from ctxstore.config import Settings
+    from ctxstore.ports.records import Put
     from ctxstore.ports.search_index import ChunkDoc
     from ctxstore.runtime.aws import build_aws
+    from ctxstore.services.items import ITEM, item_pk
 
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")
-    index = build_aws(Settings()).search_index
+    container = build_aws(Settings())
+    index = container.search_index
     assert index is not None
+    for item_id in ("doc1", "doc2"):  # /query returns only chunks whose item record exists
+        data = {"version": "v1", "status": "completed", "source_type": "file", "title": item_id}
+        container.records.put("acme-org", Put(ITEM, item_pk("acme", "", "knowledge"), item_id, data))
     index.upsert(
         "acme-org",
         [

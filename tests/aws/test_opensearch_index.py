@@ -119,7 +119,7 @@ def test_index_created_concurrently_elsewhere_is_fine(wire: tuple[OpenSearchInde
     assert index.ensure_database("org", "db") is True
 
 
-def test_upsert_replaces_by_query_then_bulk_indexes_without_ids(
+def test_upsert_finds_old_copies_by_search_then_bulk_indexes_without_ids(
     wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted],
 ) -> None:
     index, adapter, _ = wire
@@ -131,23 +131,23 @@ def test_upsert_replaces_by_query_then_bulk_indexes_without_ids(
         [
             doc(text="first copy"),
             doc("b#0", vector=None, additional_metadata={"page": 3}),
-            doc(text="latest copy", metadata=meta),
+            doc(text="latest copy", metadata=meta, version="v1"),
         ],
     )
-    delete, bulk = adapter.requests
-    assert (delete.method, delete.path, delete.query) == (
-        "POST",
-        f"/{INDEX}/_delete_by_query",
-        {"conflicts": ["proceed"]},
-    )
-    assert delete.body == {
-        "query": {"bool": {"filter": [{"term": {"org": "org"}}, {"terms": {"chunk_id": ["a#0", "b#0"]}}]}}
+    find, bulk = adapter.requests  # nothing to delete yet: no delete request
+    assert (find.method, find.path, find.query) == ("POST", f"/{INDEX}/_search", {})
+    assert find.body == {
+        "_source": False,
+        "query": {"bool": {"filter": [{"term": {"org": "org"}}, {"terms": {"chunk_id": ["a#0", "b#0"]}}]}},
+        "sort": [{"chunk_id": "asc"}, {"write_id": "asc"}],
+        "size": 1000,
     }
     assert (bulk.method, bulk.path) == ("POST", "/_bulk")
     assert "refresh" not in bulk.query  # VECTORSEARCH collections refuse refresh
     actions, sources = bulk.body[::2], bulk.body[1::2]
     assert actions == [{"index": {"_index": INDEX}}] * 2  # no _id: the collection assigns it
     a, b = sources
+    assert a.pop("write_id") < b.pop("write_id")  # unique per document, ordered by time
     assert a == {
         "org": "org",
         "database": "db",
@@ -155,6 +155,7 @@ def test_upsert_replaces_by_query_then_bulk_indexes_without_ids(
         "store": "knowledge",
         "item_id": "a",
         "chunk_id": "a#0",
+        "version": "v1",
         "title": "Sun",
         "text": "latest copy",
         "source_type": "",
@@ -302,15 +303,17 @@ def test_knn_query_body_and_score_conversion(wire: tuple[OpenSearchIndex, Record
 
 
 def test_chunk_reads_deletes_and_count(wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted]) -> None:
-    index, adapter, _ = wire
+    index, adapter, coll = wire
     index.ensure_database("org", "db")
     index.upsert("org", [doc("a#1", position=1, metadata={"k": "v"}), doc("a#0", created_at=1.5)])
+    ids = set(coll.stored(INDEX))
     adapter.requests.clear()
     got = index.item_chunks("org", "db", "c1", "knowledge", "a")
     assert [c.chunk_id for c in got] == ["a#0", "a#1"] and got[0].created_at == 1.5
     assert got[1].metadata == {"k": "v"} and got[0].vector is not None and got[0].vector.dtype == np.float32
     (req,) = adapter.requests
-    assert req.body["sort"] == [{"position": "asc"}, {"chunk_id": "asc"}] and req.body["size"] == 1000
+    assert req.body["sort"] == [{"position": "asc"}, {"chunk_id": "asc"}, {"write_id": "asc"}]
+    assert req.body["size"] == 1000
     assert req.body["query"] == {
         "bool": {
             "filter": [
@@ -334,7 +337,10 @@ def test_chunk_reads_deletes_and_count(wire: tuple[OpenSearchIndex, RecordingAda
     assert index.delete_item("org", "db", "c1", "knowledge", "a") == 2
     assert index.delete_scope("org", "db", "c1") == 0
     assert index.delete_scope("org", "db", None) == 0
-    assert [r.body["query"]["bool"]["filter"] for r in adapter.requests] == [
+    # Each delete: a _search for the _ids (no _source), then a bulk delete of exactly those ids.
+    find, delete, find_c1, find_db = adapter.requests
+    assert [r.path for r in (find, find_c1, find_db)] == [f"/{INDEX}/_search"] * 3
+    assert [r.body["query"]["bool"]["filter"] for r in (find, find_c1, find_db)] == [
         [
             {"term": {"org": "org"}},
             {"term": {"database": "db"}},
@@ -345,7 +351,11 @@ def test_chunk_reads_deletes_and_count(wire: tuple[OpenSearchIndex, RecordingAda
         [{"term": {"org": "org"}}, {"term": {"database": "db"}}, {"term": {"collection": "c1"}}],
         [{"term": {"org": "org"}}, {"term": {"database": "db"}}],
     ]
-    assert all(r.path == f"/{INDEX}/_delete_by_query" for r in adapter.requests)
+    assert all(r.body["_source"] is False for r in (find, find_c1, find_db))
+    assert (delete.method, delete.path) == ("POST", "/_bulk")
+    assert {a["delete"]["_id"] for a in delete.body} == ids and len(delete.body) == 2
+    assert all(a["delete"]["_index"] == INDEX for a in delete.body) and coll.stored(INDEX) == {}
+    assert not any(r.path.endswith("_delete_by_query") for r in adapter.requests)
 
 
 def test_reads_before_the_index_exists_are_empty(wire: tuple[OpenSearchIndex, RecordingAdapter, Scripted]) -> None:

@@ -170,7 +170,7 @@ def test_optional_bedrock_models_are_granted_only_when_set_and_only_where_used()
     for logical_id, fn in _functions().items():
         for cond, policy in _policies(fn):
             text = str(policy)
-            if cond is None:
+            if cond in (None, "HasGraph"):  # HasGraph: the graph tier (test_graph_store_*)
                 assert "ExtractorModelId" not in text and "RerankModelId" not in text and "bedrock:Rerank" not in text
                 continue
             conditional.setdefault(cond, set()).add(logical_id)
@@ -273,14 +273,15 @@ def test_search_collection_and_graph_store() -> None:
     assert principals == granted and granted
     graph = res["Graph"]
     assert graph["Type"] == "AWS::NeptuneGraph::Graph" and graph["DeletionPolicy"] == "Retain"
-    assert graph["Properties"]["DeletionProtection"] is True
+    assert graph["Properties"]["DeletionProtection"] is True and graph["Condition"] == "HasGraph"
 
 
 def test_query_function_reads_only() -> None:
     """POST /query writes nothing but the key's last_used_at (authentication): records read and that update, the
     collection, the embedding model, graph reads. tests/aws/test_iam_coverage.py proves it is all it calls."""
     props = _functions()["ApiQueryFunction"]["Properties"]
-    always = [p for cond, p in _policies(_functions()["ApiQueryFunction"]) if cond is None]
+    policies = _policies(_functions()["ApiQueryFunction"])
+    always = [p for cond, p in policies if cond is None]
     statements = [st for p in always for st in p["Statement"]]
     actions = {a for st in statements for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
     assert actions == {
@@ -289,10 +290,11 @@ def test_query_function_reads_only() -> None:
         "dynamodb:UpdateItem",
         "aoss:APIAccessAll",
         "bedrock:InvokeModel",
-        "neptune-graph:ReadDataViaQuery",
     }
     [update] = [st for st in statements if "dynamodb:UpdateItem" in st["Action"]]
     assert update["Action"] == ["dynamodb:UpdateItem"] and update["Resource"] == {"GetAtt": "RecordsTable.Arn"}
+    graph = [st["Action"] for cond, p in policies if cond == "HasGraph" for st in p["Statement"]]
+    assert graph == [["neptune-graph:ReadDataViaQuery"]]
     assert [(e["Properties"]["Method"], e["Properties"]["Path"]) for e in props["Events"].values()] == [
         ("POST", "/query")
     ]
@@ -320,3 +322,222 @@ def test_the_console_function_runs_connectors_and_the_bucket_takes_its_large_upl
     origins = rule["AllowedOrigins"]
     assert origins[0] == {"Sub": "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}"}
     assert origins[1] == {"If": ["HasConsoleOrigin", {"Ref": "ConsoleOrigin"}, {"Ref": "AWS::NoValue"}]}
+
+
+# ---- stateful resources, the graph tier, routes kept local-only (issue 24 items 8 and 9) ----------------------
+
+# Resource types that hold data no redeploy can bring back.
+_STATEFUL_TYPES = {
+    "AWS::DynamoDB::Table",
+    "AWS::S3::Bucket",
+    "AWS::OpenSearchServerless::Collection",
+    "AWS::NeptuneGraph::Graph",
+    "AWS::KMS::Key",  # its loss makes every sealed connector credential unreadable
+}
+
+
+def _dead_letter_queues(res: dict[str, Any]) -> set[str]:
+    """Queues that receive what failed: redrive targets and Lambda on-failure destinations."""
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("deadLetterTargetArn", "Destination") and isinstance(value, dict) and "GetAtt" in value:
+                    found.add(value["GetAtt"].split(".")[0])
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(res)
+    return {q for q in found if res[q]["Type"] == "AWS::SQS::Queue"}
+
+
+def test_every_stateful_resource_is_retained_and_protected() -> None:
+    res = template()["Resources"]
+    stateful = {k for k, v in res.items() if v["Type"] in _STATEFUL_TYPES} | _dead_letter_queues(res)
+    assert {
+        "RecordsTable",
+        "JobsTable",
+        "BlobBucket",
+        "SearchCollection",
+        "Graph",
+        "ConnectorCredentialsKey",
+    } <= stateful
+    assert {"WebhookDeadLetters", "JobWorkerFailures"} <= stateful
+    for logical_id in sorted(stateful):
+        r = res[logical_id]
+        assert r.get("DeletionPolicy") == "Retain", f"{logical_id}: DeletionPolicy Retain"
+        assert r.get("UpdateReplacePolicy") == "Retain", f"{logical_id}: UpdateReplacePolicy Retain"
+    # Deletion protection wherever the resource type has it (cfn-lint 1.58's schemas):
+    for logical_id, r in res.items():
+        props = r.get("Properties", {})
+        if r["Type"] == "AWS::DynamoDB::Table":
+            assert props["DeletionProtectionEnabled"] is True, logical_id
+        elif r["Type"] == "AWS::OpenSearchServerless::Collection":
+            assert props["DeletionProtection"] == "ENABLED", logical_id
+        elif r["Type"] == "AWS::NeptuneGraph::Graph":
+            assert props["DeletionProtection"] is True, logical_id
+
+
+def test_create_only_properties_are_documented_where_an_operator_would_change_them() -> None:
+    text = TEMPLATE.read_text()
+    docs = (ROOT / "docs" / "aws.md").read_text()
+    params = template()["Parameters"]
+    assert "CREATE-ONLY" in params["SearchStandbyReplicas"]["Description"]
+    assert "# Create-only: Name (NamePrefix, Stage), Type, StandbyReplicas" in text
+    for name in ("StandbyReplicas", "Type", "Name"):  # AWS::OpenSearchServerless::Collection createOnlyProperties
+        assert f"`{name}`" in docs
+    for name in ("GraphName", "ReplicaCount", "KmsKeyIdentifier", "VectorSearchConfiguration"):  # NeptuneGraph
+        assert name in text and f"`{name}`" in docs
+    assert "## Create-only properties" in docs
+
+
+def _condition(conditions: dict[str, Any], expr: Any, params: dict[str, str]) -> bool:
+    if isinstance(expr, dict) and "Condition" in expr:
+        return _condition(conditions, conditions[expr["Condition"]], params)
+    ((fn, args),) = expr.items()
+    if fn == "Equals":
+        a, b = (params[x["Ref"]] if isinstance(x, dict) else x for x in args)
+        return bool(a == b)
+    if fn == "Not":
+        return not _condition(conditions, args[0], params)
+    if fn == "And":
+        return all(_condition(conditions, x, params) for x in args)
+    if fn == "Or":
+        return any(_condition(conditions, x, params) for x in args)
+    raise AssertionError(f"unknown condition function {fn}")
+
+
+_DROP = object()
+
+
+def _resolve(params: dict[str, str]) -> dict[str, Any]:
+    """The template as CloudFormation sees it for these parameter values: conditions applied, NoValue removed."""
+    t = template()
+    values = {k: str(v.get("Default", "")) for k, v in t["Parameters"].items()} | params
+    conds = {name: _condition(t["Conditions"], e, values) for name, e in t["Conditions"].items()}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node == {"Ref": "AWS::NoValue"}:
+                return _DROP
+            if set(node) == {"If"}:
+                name, yes, no = node["If"]
+                return walk(yes if conds[name] else no)
+            out = {k: walk(v) for k, v in node.items()}
+            return {k: v for k, v in out.items() if v is not _DROP}
+        if isinstance(node, list):
+            return [x for x in (walk(v) for v in node) if x is not _DROP]
+        return node
+
+    for section in ("Resources", "Outputs"):
+        t[section] = {k: v for k, v in t[section].items() if conds.get(v.get("Condition", ""), True)}
+    resolved: dict[str, Any] = walk(t)
+    return resolved
+
+
+def _mentions(node: Any, logical_id: str) -> bool:
+    text = str(node)
+    return any(
+        s in text
+        for s in (
+            f"'Ref': '{logical_id}'",
+            f"'GetAtt': '{logical_id}.",
+            "${" + logical_id + ".",
+            "${" + logical_id + "}",
+        )
+    )
+
+
+def _graph_actions(res: dict[str, Any]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for logical_id, r in res.items():
+        if r["Type"] != "AWS::Serverless::Function":
+            continue
+        for policy in r["Properties"].get("Policies", []):
+            for stmt in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
+                graph = {a for a in actions if a.startswith("neptune-graph:")}
+                if graph:
+                    assert stmt["Resource"] == {"GetAtt": "Graph.GraphArn"}, (logical_id, stmt)
+                    out.setdefault(logical_id, set()).update(graph)
+    return out
+
+
+def test_graph_store_none_is_the_default_and_leaves_no_graph_behind() -> None:
+    t = template()
+    param = t["Parameters"]["GraphStore"]
+    assert param["Default"] == "none" and set(param["AllowedValues"]) == {"none", "neptune-analytics"}
+    off = _resolve({})
+    assert "Graph" not in off["Resources"] and "GraphId" not in off["Outputs"]
+    leftovers = [
+        k for k, v in {**off["Resources"], **off["Outputs"], "Globals": off["Globals"]}.items() if _mentions(v, "Graph")
+    ]
+    assert leftovers == [], leftovers
+    assert off["Globals"]["Function"]["Environment"]["Variables"]["CTXSTORE_GRAPH_ID"] == ""
+    assert _graph_actions(off["Resources"]) == {}
+
+
+def test_graph_store_neptune_analytics_creates_the_graph_and_grants_it_where_used() -> None:
+    on = _resolve({"GraphStore": "neptune-analytics"})
+    graph = on["Resources"]["Graph"]
+    assert graph["Type"] == "AWS::NeptuneGraph::Graph"
+    assert graph["Properties"]["ProvisionedMemory"] == {"Ref": "GraphMemory"}
+    assert on["Globals"]["Function"]["Environment"]["Variables"]["CTXSTORE_GRAPH_ID"] == {"GetAtt": "Graph.GraphId"}
+    assert on["Outputs"]["GraphId"]["Value"] == {"GetAtt": "Graph.GraphId"}
+    granted = _graph_actions(on["Resources"])
+    read = {"neptune-graph:ReadDataViaQuery"}
+    write = read | {"neptune-graph:WriteDataViaQuery", "neptune-graph:DeleteDataViaQuery"}
+    assert granted["ApiQueryFunction"] == read and granted["ApiGraphsFunction"] == read
+    for name in ("IngestGraphFunction", "ApiContextItemsFunction"):
+        assert granted[name] == write, name
+    # a database purge lists and drops graphs: no writes (exactly what each calls: tests/aws/test_iam_coverage.py)
+    assert granted["ApiDatabasesFunction"] == read | {"neptune-graph:DeleteDataViaQuery"}
+    for logical_id, fn in _functions().items():  # in the template itself: every graph grant is under HasGraph
+        for cond, policy in _policies(fn):
+            if "neptune-graph:" in str(policy):
+                assert cond == "HasGraph", logical_id
+
+
+def test_openapi_is_routed_to_one_api_function_and_mcp_is_local_only() -> None:
+    routes: dict[str, list[str]] = {}
+    for logical_id, fn in _functions().items():
+        for e in fn["Properties"].get("Events", {}).values():
+            if e["Type"] == "HttpApi":
+                routes.setdefault(e["Properties"]["Path"], []).append(f"{logical_id} {e['Properties']['Method']}")
+    assert routes["/openapi.json"] == ["ApiDatabasesFunction GET"]  # not health: its import stays tiny
+    assert not [p for p in routes if p == "/mcp" or p.startswith("/mcp/")]
+    docs = (ROOT / "docs" / "aws.md").read_text()
+    assert "`/mcp` is local-only" in docs
+    requirements = (ROOT / "layers/deps/requirements.txt").read_text().splitlines()
+    assert not [line for line in requirements if line.startswith("mcp==")], "the reason given: no MCP SDK on Lambda"
+
+
+def test_openapi_document_shipped_for_aws_is_fresh(tmp_path: Path) -> None:
+    out = tmp_path / "openapi_aws.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/export-openapi.py"), str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    committed = ROOT / "layers/core/ctxstore/http/openapi_aws.json"
+    assert out.read_text() == committed.read_text(), "stale: run scripts/export-openapi.py"
+
+
+def test_rate_limits_on_aws_are_api_gateway_throttles_not_the_per_instance_limiter() -> None:
+    """The per-key limiter lives in one Lambda instance's memory: the template leaves it off (docs/aws.md)."""
+    t = template()
+    settings = t["Resources"]["HttpApi"]["Properties"]["DefaultRouteSettings"]
+    assert settings == {
+        "ThrottlingRateLimit": {"Ref": "ApiThrottleRate"},
+        "ThrottlingBurstLimit": {"Ref": "ApiThrottleBurst"},
+    }
+    assert "RATE_LIMIT" not in TEMPLATE.read_text()
+    defaults = Settings.model_fields
+    assert defaults["rate_limit_per_minute"].default == 0 and defaults["query_rate_limit_per_minute"].default == 0

@@ -11,16 +11,15 @@ import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from ctxstore.config import Settings
-from ctxstore.domain.api_keys import parse_duration
-from ctxstore.runtime import build_container
-from ctxstore.runtime.local import local_work_signal, recover_local
-from ctxstore.services.registry import build_services
+if TYPE_CHECKING:  # the server's modules load only for `serve` and `keys`: `--help` and client verbs stay quick
+    from ctxstore.config import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from ctxstore.config import Settings
+
     overrides: dict[str, object] = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)
@@ -51,6 +50,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ctxstore.pipeline.connector_scheduler import SchedulerLoop
     from ctxstore.pipeline.jobs import connector_spec, queue_specs
     from ctxstore.pipeline.local_runner import LocalRunner
+    from ctxstore.runtime import build_container
+    from ctxstore.runtime.local import local_work_signal, recover_local
+    from ctxstore.services.registry import build_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = _settings(args)
@@ -110,6 +112,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
+    from ctxstore.domain.api_keys import parse_duration
+    from ctxstore.runtime import build_container
+    from ctxstore.services.registry import build_services
+
     container = build_container(_settings(args))
     keys = build_services(container).keys
     try:

@@ -26,6 +26,7 @@ from ctxstore.client.models import (
     Subgraph,
 )
 from ctxstore.client.transport import Transport
+from ctxstore.client.urls import parse_base_url
 from ctxstore.client.webhooks import WebhooksApi
 
 Store = Literal["knowledge", "memory"]
@@ -64,7 +65,7 @@ class CtxstoreClient:
         max_retry_wait_s: float = 60.0,
         transport: Transport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = parse_base_url(base_url).url  # `localhost:8080` means http://localhost:8080
         self.database = database
         self.collection = collection
         self._t = transport or Transport(

@@ -137,7 +137,7 @@ def decode(response: httpx.Response, *, envelope: bool = True) -> Any:
     except ValueError:
         raise CtxstoreError(
             BAD_RESPONSE,
-            f"HTTP {response.status_code} with a non-JSON body: {response.text[:200]!r}",
+            _not_json(response),
             status=response.status_code,
             request_id=request_id,
             retry_after=retry_after,
@@ -154,3 +154,15 @@ def decode(response: httpx.Response, *, envelope: bool = True) -> Any:
     if envelope and isinstance(body, dict) and "data" in body and "success" in body:
         return body["data"]
     return body
+
+
+def _not_json(response: httpx.Response) -> str:
+    """Why a non-JSON answer is not ctxstore's: usually the URL points at some other web server or a proxy page."""
+    ctype = response.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+    try:
+        where = f" from {response.request.url}"
+    except RuntimeError:  # a response built without its request
+        where = ""
+    if "json" in ctype:
+        return f"a malformed JSON answer (HTTP {response.status_code}){where}: {response.text[:120]!r}"
+    return f"this does not look like a ctxstore server: got {ctype} (HTTP {response.status_code}){where}"

@@ -10,7 +10,7 @@ import typer
 from ctxstore.client import CtxstoreClient
 from ctxstore.commands.common import OutputOpt, Refused, guarded, options, output_for
 from ctxstore.commands.output import Output
-from ctxstore.commands.settings import config_path, read_config, write_config
+from ctxstore.commands.settings import checked_url, config_path, read_config, write_config
 
 
 def _mask(key: str | None) -> str:
@@ -42,7 +42,8 @@ def register(app: typer.Typer) -> None:
                 if not sys.stdin.isatty():
                     raise Refused("no API key given", hint="pass --api-key (or run on a terminal to be asked)")
                 key = typer.prompt("API key", hide_input=True)
-            values = {**stored, "url": url or opts.settings().url, "api_key": key}
+            resolved = url and checked_url(url, "flag")[0]  # saved complete: `localhost:8080` as http://...
+            values = {**stored, "url": resolved or opts.settings().url, "api_key": key}
             values.update({k: v for k, v in (("database", database), ("collection", collection)) if v is not None})
             if verify:
                 with CtxstoreClient(str(values["url"]), key, timeout=opts.timeout) as client:

@@ -12,6 +12,8 @@ from ctxstore.commands.common import OutputOpt, Refused, YesOpt, confirm, connec
 GraphDbOpt = Annotated[str, typer.Option("--database", "-d", help="BYOG database.")]
 GraphOpt = Annotated[str, typer.Option("--graph", "-g", help="Graph (collection) inside the database.")]
 
+PARAMS_HINT = 'e.g. -p name=Ada -p born=1815, or --params \'{"name": "Ada"}\''
+
 
 def _params(pairs: list[str], blob: str | None) -> dict[str, Any]:
     params: dict[str, Any] = {}
@@ -19,14 +21,14 @@ def _params(pairs: list[str], blob: str | None) -> dict[str, Any]:
         try:
             loaded = json.loads(blob)
         except ValueError as exc:
-            raise Refused(f"--params is not JSON: {exc}") from None
+            raise Refused(f"--params is not JSON: {exc}", hint=PARAMS_HINT) from None
         if not isinstance(loaded, dict):
-            raise Refused("--params must be a JSON object")
+            raise Refused("--params must be a JSON object", hint=PARAMS_HINT)
         params.update(loaded)
     for raw in pairs:
         key, sep, value = raw.partition("=")
         if not sep or not key:
-            raise Refused(f"--param '{raw}' is not name=value")
+            raise Refused(f"--param '{raw}' is not name=value", hint=PARAMS_HINT)
         try:
             params[key] = json.loads(value)
         except ValueError:

@@ -13,7 +13,7 @@ import typer
 
 from ctxstore.client import CtxstoreClient, CtxstoreError
 from ctxstore.commands import exit_codes
-from ctxstore.commands.output import Format, Output
+from ctxstore.commands.output import HINTS, Format, Output
 from ctxstore.commands.settings import Settings, resolve
 
 
@@ -85,8 +85,8 @@ def guarded(out: Output) -> Iterator[None]:
     except Refused as refused:
         out.fail(refused.code, str(refused), hint=refused.hint)
         raise typer.Exit(refused.exit_code) from None
-    except ValueError as exc:  # an unreadable config file
-        out.fail("INVALID_PARAMETERS", str(exc))
+    except ValueError as exc:  # an unreadable config file, a malformed URL
+        out.fail("INVALID_PARAMETERS", str(exc), hint=getattr(exc, "hint", None) or HINTS["CHECK"])
         raise typer.Exit(exit_codes.USAGE) from None
 
 
@@ -103,6 +103,8 @@ def connect(
     out = output_for(ctx, fmt)
     with guarded(out):
         settings = options(ctx).settings()
+        if note := settings.url_note():
+            out.note(note)
         client = settings.client(database, collection)
         try:
             yield client, out, settings

@@ -48,6 +48,11 @@ def _snippet(text: str, limit: int = SNIPPET) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _when(iso: str | None) -> str:
+    """An API timestamp as `2026-11-26 23:40` (minutes are enough in a table; `-o json` has the rest)."""
+    return (iso or "")[:16].replace("T", " ")
+
+
 def _filters(values: list[str]) -> dict[str, Any]:
     """`key=value` pairs: top-level keys are schema fields; `additional_metadata.key=value` is free-form."""
     out: dict[str, Any] = {}
@@ -162,6 +167,7 @@ def register(app: typer.Typer) -> None:
                 f"{len(result.chunks)} results (route {plan.get('mode', '?')})",
                 ["#", "score", "source", "id", "store", "text"],
                 rows,
+                truncate=("source",),
             )
             graph_rows = [
                 (
@@ -218,12 +224,12 @@ def register(app: typer.Typer) -> None:
                     {"total": listed.total, "sources": [s.raw() for s in sources], "pagination": listed.pagination}
                 )
                 return
-            rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, s.updated_at) for s in sources]
+            rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, _when(s.updated_at)) for s in sources]
             pages = listed.pagination
             title = f"{listed.total} {type.value} items" + (
                 "" if all_pages else f", page {pages.get('page')} of {pages.get('total_pages')}"
             )
-            out.table(title, ["id", "title", "kind", "status", "chunks", "updated"], rows)
+            out.table(title, ["id", "title", "kind", "status", "chunks", "updated"], rows, truncate=("title",))
 
     @app.command()
     def inspect(

@@ -46,7 +46,10 @@ def register(app: typer.Typer) -> None:
                 try:
                     fields = json.loads(schema.read_text())
                 except (OSError, ValueError) as exc:
-                    raise Refused(f"cannot read the schema file {schema}: {exc}") from None
+                    raise Refused(
+                        f"cannot read the schema file {schema}: {exc}",
+                        hint='a JSON list of fields, e.g. [{"name": "team", "data_type": "VARCHAR"}]',
+                    ) from None
             created = client.databases.create(name, metadata_schema=fields)
             status = client.databases.wait_ready(name, timeout=timeout) if wait else None
             if out.json:

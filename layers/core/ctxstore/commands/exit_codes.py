@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxstore.client import CtxstoreError
+from ctxstore.client.errors import BAD_RESPONSE
 
 OK = 0
 UNEXPECTED = 1  # a bug: please report it with the output
@@ -10,7 +11,7 @@ USAGE = 2  # bad flags or arguments, or the API refused the request as invalid (
 AUTH = 3  # no key, a bad/expired/revoked key (401), or the key may not do this (403)
 NOT_FOUND = 4  # the database, item or resource does not exist (404)
 CONFLICT = 5  # it exists already or is in a conflicting state (409)
-UNAVAILABLE = 6  # server unreachable, busy or failing after retries (429, 5xx, connection errors)
+UNAVAILABLE = 6  # server unreachable, busy or failing after retries (429, 5xx, connection errors, not ctxstore)
 PARTIAL = 7  # some of the work failed: items errored or were refused, a doctor check failed
 TIMEOUT = 8  # gave up waiting (e.g. for indexing); the work may still finish
 
@@ -21,7 +22,7 @@ TABLE: dict[int, str] = {
     AUTH: "authentication or permission (HTTP 401/403, no key)",
     NOT_FOUND: "not found (HTTP 404)",
     CONFLICT: "conflict: already exists or busy (HTTP 409)",
-    UNAVAILABLE: "server unreachable, rate limited or failing (HTTP 429/5xx, connection)",
+    UNAVAILABLE: "server unreachable, rate limited or failing (HTTP 429/5xx, connection, not a ctxstore server)",
     PARTIAL: "partial failure: some items failed or a check did not pass",
     TIMEOUT: "timed out waiting; the work may still finish",
 }
@@ -29,6 +30,8 @@ TABLE: dict[int, str] = {
 
 def for_error(err: CtxstoreError) -> int:
     status = err.status
+    if err.code == BAD_RESPONSE:  # not ctxstore's answer (another web server, a proxy page): the server is not there
+        return UNAVAILABLE
     if status is None:
         return USAGE if err.code == "INVALID_PARAMETERS" else UNAVAILABLE
     if status in (401, 403):

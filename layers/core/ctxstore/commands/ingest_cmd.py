@@ -18,9 +18,11 @@ from ctxstore.client import CtxstoreClient, CtxstoreError, Document, IngestResul
 from ctxstore.client import documents as docs
 from ctxstore.commands import exit_codes
 from ctxstore.commands.common import CollectionOpt, DatabaseOpt, OutputOpt, Refused, StoreKind, connect, need_database
+from ctxstore.commands.file_identity import HASH_FIELD, LocalFile, change_of, identify, stored_copies, unique
 from ctxstore.commands.output import Output
 
 REJECTED_FORMAT = "E1002"
+RECORDS_HINT = "give a JSON array of objects, one JSON object, or JSON Lines (one object per line)"
 # After these a later request cannot do better: stop sending and report what was done.
 FATAL_CODES = frozenset({"UNAUTHORIZED", "FORBIDDEN", "DATABASE_NOT_FOUND", "UNREACHABLE"})
 
@@ -31,15 +33,17 @@ class Entry:
 
     name: str
     id: str = ""
-    stage: str = "pending"  # accepted | rejected | refused | indexed | errored | pending | missing
+    stage: str = "pending"  # accepted | rejected | refused | indexed | errored | pending | missing | unchanged
     error_code: str = ""
     error: str = ""
+    change: str = ""  # files: new | updated | unchanged (what the server held under the file's id before)
 
     def row(self) -> dict[str, str]:
         return {
             "name": self.name,
             "id": self.id,
             "status": self.stage,
+            "change": self.change,
             "error_code": self.error_code,
             "error": self.error,
         }
@@ -49,9 +53,9 @@ class Entry:
 class Ledger:
     entries: list[Entry] = field(default_factory=list)
 
-    def accepted(self, names: list[str], result: IngestResult) -> None:
-        for name, item in zip(names, result.results, strict=False):
-            e = Entry(name, item.id)
+    def accepted(self, names: list[str], result: IngestResult, changes: list[str] | None = None) -> None:
+        for i, (name, item) in enumerate(zip(names, result.results, strict=False)):
+            e = Entry(name, item.id, change=changes[i] if changes else "")
             if item.queued:
                 e.stage = "accepted"
             else:
@@ -59,8 +63,11 @@ class Ledger:
                 e.error_code, e.error = item.error_code or "", item.error or ""
             self.entries.append(e)
 
-    def refused(self, names: list[str], err: CtxstoreError) -> None:
-        self.entries.extend(Entry(n, stage="refused", error_code=err.code, error=err.message) for n in names)
+    def refused(self, names: list[str], err: CtxstoreError, changes: list[str] | None = None) -> None:
+        self.entries.extend(
+            Entry(n, stage="refused", error_code=err.code, error=err.message, change=changes[i] if changes else "")
+            for i, n in enumerate(names)
+        )
 
     def queued_ids(self) -> list[str]:
         return [e.id for e in self.entries if e.stage == "accepted"]
@@ -83,13 +90,19 @@ class Ledger:
     def count(self, stage: str) -> int:
         return sum(1 for e in self.entries if e.stage == stage)
 
+    def changes(self) -> dict[str, int]:
+        """Files by what the server held before: new, updated (replaced), unchanged (not sent). Files the API
+        rejected or refused were stored neither way, and are not counted here."""
+        stored = [e for e in self.entries if e.change and e.stage not in ("rejected", "refused")]
+        return {c: sum(1 for e in stored if e.change == c) for c in ("new", "updated", "unchanged")}
+
 
 def load_records(path: Path) -> list[dict[str, Any]]:
     """A JSON array, one JSON object, or JSON Lines (one object per line)."""
     try:
         raw = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise Refused(f"cannot read {path}: {exc}") from None
+        raise Refused(f"cannot read {path}: {exc}", hint="check the path and that the file is readable") from None
     stripped = raw.lstrip()
     records: Any
     try:
@@ -100,9 +113,9 @@ def load_records(path: Path) -> list[dict[str, Any]]:
         else:
             records = [json.loads(line) for line in raw.splitlines() if line.strip()]
     except ValueError as exc:
-        raise Refused(f"{path} is neither a JSON array nor JSON Lines: {exc}") from None
+        raise Refused(f"{path} is neither a JSON array nor JSON Lines: {exc}", hint=RECORDS_HINT) from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise Refused(f"{path}: every record must be a JSON object")
+        raise Refused(f"{path}: every record must be a JSON object", hint=RECORDS_HINT)
     return [dict(r) for r in records]
 
 
@@ -111,41 +124,47 @@ def _record_name(source: Path, i: int, record: dict[str, Any]) -> str:
     return f"{source.name}:{i + 1}" + (f" ({label})" if label else "")
 
 
-def _display(path: Path, roots: list[Path]) -> str:
-    for root in roots:
-        if root.is_dir() and path.is_relative_to(root):
-            return str(path.relative_to(root.parent))
-    return str(path)
-
-
 def _send_files(
     client: CtxstoreClient,
     ledger: Ledger,
-    files: list[Path],
-    roots: list[Path],
+    files: list[LocalFile],
     progress: Progress,
     task: Any,
     upsert: bool,
 ) -> None:
-    sizes = {p: p.stat().st_size for p in files}
-    too_big = [p for p in files if sizes[p] > docs.MAX_FILE_BYTES]
-    for p in too_big:
+    """Send new and changed files under their stable ids (file_identity); record unchanged ones unsent."""
+    too_big = [f for f in files if f.size > docs.MAX_FILE_BYTES]
+    for f in too_big:
         ledger.entries.append(
             Entry(
-                _display(p, roots),
-                stage="refused",
-                error_code="PAYLOAD_TOO_LARGE",
-                error="over the 50 MB per-file limit; not sent",
+                f.key, stage="refused", error_code="PAYLOAD_TOO_LARGE", error="over the 50 MB per-file limit; not sent"
             )
         )
         progress.advance(task)
-    for batch in docs.batches([p for p in files if p not in too_big], lambda p: sizes[p]):
-        names = [_display(p, roots) for p in batch]
+    sendable = [f for f in files if f.size <= docs.MAX_FILE_BYTES]
+    stored = stored_copies(client, [f.id for f in sendable])
+    outgoing: list[tuple[LocalFile, str]] = []
+    for f in sendable:
+        change = change_of(f, stored.get(f.id))
+        if change == "unchanged":
+            status = stored[f.id].status
+            # Still indexing from an earlier run (--no-wait): follow it like a new item.
+            stage = "unchanged" if status == "completed" else "accepted"
+            ledger.entries.append(Entry(f.key, f.id, stage=stage, change=change))
+            progress.advance(task)
+        else:
+            outgoing.append((f, change))
+    for batch in docs.batches(outgoing, lambda pair: pair[0].size):
+        names = [f.key for f, _ in batch]
+        changes = [change for _, change in batch]
         try:
-            loaded = [Document(p.name, p.read_bytes(), mimetypes.guess_type(p.name)[0]) for p in batch]
-            ledger.accepted(names, client.ingest_files(loaded, upsert=upsert))
+            loaded = [
+                Document(f.path.name, f.path.read_bytes(), mimetypes.guess_type(f.path.name)[0]) for f, _ in batch
+            ]
+            metadata = [{"id": f.id, "additional_metadata": {HASH_FIELD: f.sha256}} for f, _ in batch]
+            ledger.accepted(names, client.ingest_files(loaded, metadata=metadata, upsert=upsert), changes)
         except CtxstoreError as err:
-            ledger.refused(names, err)
+            ledger.refused(names, err, changes)
             if err.code in FATAL_CODES:
                 raise
         progress.advance(task, len(batch))
@@ -178,24 +197,35 @@ def _send_records(
         progress.advance(task, len(part))
 
 
-def _summary(out: Output, ledger: Ledger, where: str, seconds: float) -> None:
+def _summary(out: Output, ledger: Ledger, where: str, seconds: float, with_files: bool) -> None:
     counts = {
         stage: ledger.count(stage)
-        for stage in ("indexed", "errored", "rejected", "refused", "missing", "pending", "accepted")
+        for stage in ("indexed", "unchanged", "errored", "rejected", "refused", "missing", "pending", "accepted")
     }
+    files = ledger.changes()
     if out.json:
-        out.data(
-            {"scope": where, "seconds": round(seconds, 2), "counts": counts, "items": [e.row() for e in ledger.entries]}
-        )
+        report: dict[str, Any] = {"scope": where, "seconds": round(seconds, 2), "counts": counts}
+        if with_files:
+            report["files"] = files
+        out.data({**report, "items": [e.row() for e in ledger.entries]})
         return
-    total = len(ledger.entries)
+    total = len(ledger.entries) - counts["unchanged"]
     taken = total - counts["rejected"] - counts["refused"]
-    out.line(f"{taken} of {total} items accepted into {where}; {counts['indexed']} indexed ({seconds:.1f} s)")
+    if with_files:
+        out.line(
+            f"files: {files['new']} new, {files['updated']} updated, {files['unchanged']} unchanged "
+            "(same content as stored: not sent again)"
+        )
+    if total:
+        out.line(f"{taken} of {total} items accepted into {where}; {counts['indexed']} indexed ({seconds:.1f} s)")
+    else:
+        out.line(f"Nothing to send: every file is stored with this content in {where} already.")
     by_ext = Counter(
         Path(e.name.split(" (")[0]).suffix.lower() or "(none)" for e in ledger.entries if e.stage == "rejected"
     )
     notes = {
         "indexed": "searchable, relations built",
+        "unchanged": "already stored with this content; not sent",
         "accepted": "queued; not waited for (--no-wait)",
         "pending": "still indexing when the wait ended",
         "errored": "indexing failed (codes below)",
@@ -245,6 +275,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Ingest files, folders, memories, app items or a note, and follow indexing to the end.
 
+        Running it again on the same files updates them in place: a file's id comes from its path inside the
+        folder given (and the database and collection), and files whose content is already stored are skipped.
+
         Exit 0 when everything sent was indexed (unsupported formats are reported, and fail only with --strict),
         7 when some items errored or were refused, 8 when the wait timed out.
         """
@@ -252,9 +285,9 @@ def register(app: typer.Typer) -> None:
         missing = [str(p) for p in roots if not p.exists()]
         if missing:
             raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATHS")
-        files = docs.walk(roots, recursive=recursive)
+        walked = unique(docs.walk(roots, recursive=recursive))
         with connect(ctx, output, database, collection) as (client, out, _):
-            need_database(client, None)
+            files = identify(walked, roots, need_database(client, None), client.collection or "")
             mems = [(_record_name(memories, i, r), r) for i, r in enumerate(load_records(memories))] if memories else []
             apps = (
                 [(_record_name(app_items, i, r), r) for i, r in enumerate(load_records(app_items))] if app_items else []
@@ -288,7 +321,7 @@ def register(app: typer.Typer) -> None:
             with Progress(*columns, console=out.err, disable=out.json, transient=False) as progress:
                 sending = progress.add_task("Uploading", total=total, note="")
                 try:
-                    _send_files(client, ledger, files, roots, progress, sending, upsert)
+                    _send_files(client, ledger, files, progress, sending, upsert)
                     _send_records(client, ledger, "memory", mems, progress, sending, upsert)
                     _send_records(client, ledger, "knowledge", apps, progress, sending, upsert)
                 finally:
@@ -307,7 +340,7 @@ def register(app: typer.Typer) -> None:
                         )
 
                     ledger.settle(client.wait_for(queued, timeout=timeout, poll_interval=1.0, on_update=update))
-            _summary(out, ledger, where, time.monotonic() - started)
+            _summary(out, ledger, where, time.monotonic() - started, with_files=bool(files))
             if (
                 ledger.count("errored")
                 or ledger.count("refused")

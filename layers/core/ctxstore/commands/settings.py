@@ -14,8 +14,30 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.client import CtxstoreClient
+from ctxstore.client.urls import parse_base_url
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class SettingError(ValueError):
+    """A setting that cannot work (a malformed URL), with what to do about it."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def checked_url(raw: str, source: str) -> tuple[str, bool]:
+    """The URL to use (http:// put in front of a bare host:port) and whether the scheme was assumed."""
+    try:
+        parsed = parse_base_url(raw)
+    except ValueError as exc:
+        where = {"flag": "--url", "default": "the default"}.get(source, source)
+        raise SettingError(
+            f"{exc} (the server URL from {where})",
+            "pass --url http://HOST:PORT, or fix CTXSTORE_URL or the config file (`ctxstore login --url ...`)",
+        ) from None
+    return parsed.url, parsed.scheme_assumed
 
 
 def config_path(explicit: str | None = None) -> Path:
@@ -33,7 +55,10 @@ def read_config(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read the config file {path}: {exc}") from None
+        raise SettingError(
+            f"cannot read the config file {path}: {exc}",
+            "fix or delete that file (`ctxstore logout` deletes it), then `ctxstore login` again",
+        ) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -59,6 +84,13 @@ class Settings:
     timeout: float = 60.0
     sources: dict[str, str] = field(default_factory=dict)
     config_file: Path | None = None
+    scheme_assumed: bool = False  # the URL was a bare host:port: http:// was put in front
+
+    def url_note(self) -> str | None:
+        """What to tell the person when the URL was completed (None when it was complete)."""
+        if not self.scheme_assumed:
+            return None
+        return f"note: the server URL has no scheme; using {self.url} (write https:// for TLS)"
 
     def client(self, database: str | None = None, collection: str | None = None) -> CtxstoreClient:
         return CtxstoreClient(
@@ -91,7 +123,8 @@ def resolve(
         out.sources[name] = "default" if default else "unset"
         return default
 
-    out.url = pick("url", url, "CTXSTORE_URL", DEFAULT_URL) or DEFAULT_URL
+    raw_url = pick("url", url, "CTXSTORE_URL", DEFAULT_URL) or DEFAULT_URL
+    out.url, out.scheme_assumed = checked_url(raw_url, out.sources["url"])
     out.api_key = pick("api_key", api_key, "CTXSTORE_API_KEY")
     out.database = pick("database", None, "CTXSTORE_DATABASE")
     collection = env.get("CTXSTORE_COLLECTION", stored.get("collection"))

@@ -17,18 +17,29 @@ from ctxstore.http.middleware import ConventionsMiddleware
 from ctxstore.services.registry import Services
 
 
-def create_app(services: Services, routers: Sequence[APIRouter]) -> FastAPI:
+def routed_app(routers: Sequence[APIRouter]) -> FastAPI:
+    """The FastAPI app of these routers, no services or middleware: what an OpenAPI document describes."""
     app = FastAPI(
         title="ctxstore",
         version=API_VERSION,
         description="Context store for AI applications: ingestion, hybrid retrieval, graphs, connectors, BYOG.",
     )
-    app.state.services = services
     for router in routers:
         app.include_router(router)
+    return app
+
+
+def create_app(services: Services, routers: Sequence[APIRouter]) -> FastAPI:
+    app = routed_app(routers)
+    app.state.services = services
     errors.install(app)
-    openapi_doc.install(app)
     o = services.container.options
+    if o.backend == "aws":
+        # A Lambda holds one router group; API Gateway routes GET /openapi.json to one of them, which answers
+        # the whole API's document as shipped in the layer (scripts/export-openapi.py writes it).
+        openapi_doc.install_document(app, openapi_doc.AWS_DOCUMENT)
+    else:
+        openapi_doc.install(app)
     # On AWS each Lambda instance serves one request at a time; the gate is for the one local process.
     admission = (
         Admission(

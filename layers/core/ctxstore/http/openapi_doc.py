@@ -260,6 +260,23 @@ def _rewrite(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# The AWS API's document (every router API Gateway routes), written by scripts/export-openapi.py.
+AWS_DOCUMENT = Path(__file__).with_name("openapi_aws.json")
+
+
+def install_document(app: FastAPI, path: Path) -> None:
+    """Serve a prepared document at /openapi.json (read once, on first request)."""
+    loaded: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        if not loaded:
+            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+            app.openapi_schema = loaded[0]
+        return loaded[0]
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI) -> None:
     """Serve the rewritten document at /openapi.json (built once, on first request)."""
     build = app.openapi

@@ -41,6 +41,15 @@ class ClientBackend:
         with _as_tool_failure():
             return fn()
 
+    def list_databases(self) -> dict[str, Any]:
+        return {"databases": self._run(self._c.databases.list)}
+
+    def create_database(self, database: str) -> dict[str, Any]:
+        return self._run(lambda: self._c.databases.create(database))
+
+    def database_status(self, database: str) -> dict[str, Any]:
+        return self._run(lambda: self._c.databases.status(database).raw())
+
     def query(self, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
         knobs = dict(body)
         text = str(knobs.pop("query"))

@@ -217,3 +217,33 @@ def rows(result: list[dict[str, Any]], max_rows: int) -> str:
     ]
     lines.extend(json.dumps(r, ensure_ascii=False, default=str) for r in shown)
     return "\n".join(lines)
+
+
+def databases(names: list[str], states: dict[str, str], failed: list[dict[str, Any]], default: str | None) -> str:
+    if not names and not failed:
+        if default:
+            return f'No databases yet. The connection\'s default "{default}": create it with ctxstore_create_database.'
+        return "No databases yet: create one with ctxstore_create_database."
+    lines = [f"{len(names)} databases:"]
+    for n in names:
+        marks = [states[n]] if n in states else []
+        if n == default:
+            marks.append("the connection's default")
+        lines.append(f"- {n}" + (f" ({', '.join(marks)})" if marks else ""))
+    lines += [f"- {f.get('database')} (failed: {f.get('error') or 'provisioning failed'})" for f in failed]
+    if default and default not in names:
+        lines.append(
+            f'The connection\'s default "{default}" does not exist yet: create it with ctxstore_create_database.'
+        )
+    return "\n".join(lines)
+
+
+def created_database(name: str, status: str, *, is_default: bool) -> str:
+    where = "" if is_default else f' (pass database="{name}" to the other tools, or make it the connection\'s default)'
+    if status == "ready":
+        tools = "ctxstore_ingest or ctxstore_ingest_document"
+        return f'Database "{name}" created and ready: add content with {tools}{where}.'
+    return (
+        f'Database "{name}" created; still {status}. It accepts content once ready: check with '
+        f"ctxstore_list_databases{where}."
+    )

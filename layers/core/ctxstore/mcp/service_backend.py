@@ -69,6 +69,16 @@ class ServiceBackend:
             raise ToolFailure("SERVICE_UNAVAILABLE", "BYOG is not configured on this deployment")
         return self._svc.byog
 
+    # ---- databases -------------------------------------------------------------------------------
+    def list_databases(self) -> dict[str, Any]:
+        return self._run(lambda: self._svc.databases.list(self._p))
+
+    def create_database(self, database: str) -> dict[str, Any]:
+        return self._run(lambda: self._svc.databases.create(self._p, database, None, "database_metadata_schema"))
+
+    def database_status(self, database: str) -> dict[str, Any]:
+        return self._run(lambda: self._svc.databases.status(self._p, database))
+
     # ---- context ---------------------------------------------------------------------------------
     def query(self, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
         db, col = self._names(scope)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,11 +24,16 @@ from ctxstore.mcp.backend import ContextBackend, Defaults, ToolFailure
 from ctxstore.mcp.url_fetch import FetchRefused, fetch
 
 Resolver = Callable[[Context], tuple[ContextBackend, Defaults]]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 MAX_INLINE_BYTES = 3 * 1024 * 1024  # base64 content rides in the JSON-RPC body (4 MiB cap): ~3 MB of file
+MISSING_DATABASE = " (see ctxstore_list_databases, or create it with ctxstore_create_database)"
+MISSING_GRAPH_DATABASE = " (create it with ctxstore_graph_admin action=create_database)"
+MAX_STATUS_LOOKUPS = 50  # ctxstore_list_databases shows readiness for this many databases; the rest by name
 
 INSTRUCTIONS = """\
 ctxstore is a context store: knowledge (documents, app items) and per-user memories, searched together.
+- Everything lives in a database: ctxstore_list_databases shows them; with none yet, ctxstore_create_database.
 - Before answering from memory, search: ctxstore_query (type=all searches knowledge and memories).
 - Remember something: ctxstore_ingest (a note as `text`, or a conversation as `turns`). Add a document with
   ctxstore_ingest_document (a URL, base64 content, or a local path when running over stdio).
@@ -47,9 +53,21 @@ CollectionArg = Annotated[
         description="Collection inside the database; omit for the connection's default ('' is the default collection)."
     ),
 ]
+Store = Literal["knowledge", "memory"]
 StoreArg = Annotated[
-    Literal["knowledge", "memory"],
-    Field(description="Which store holds the items: knowledge (documents, app items, notes) or memory (memories)."),
+    Store | None,
+    Field(
+        description="Which store holds the items: knowledge (documents, app items, notes) or memory (memories). "
+        "Default knowledge."
+    ),
+]
+KindAlias = Annotated[
+    Store | None,
+    Field(
+        description="Deprecated alias of `type` (the API's and the command line's name), still accepted from older "
+        "clients. Send `type`.",
+        json_schema_extra={"deprecated": True},
+    ),
 ]
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -62,6 +80,18 @@ class Turn(BaseModel):
 
     user: str = Field(default="", description="What the user said.")
     assistant: str = Field(default="", description="What the assistant answered.")
+
+
+def _store(type_: Store | None, kind: Store | None, default: Store | None) -> Store:
+    """The store a call names: `type`, or its deprecated alias `kind`, or the tool's default (None: required)."""
+    if type_ is not None and kind is not None and type_ != kind:
+        raise ToolFailure(
+            "INVALID_PARAMETERS", f"`type` is {type_} but the deprecated `kind` is {kind}: send `type` only"
+        )
+    chosen = type_ or kind or default
+    if chosen is None:
+        raise ToolFailure("INVALID_PARAMETERS", "`type` is required: knowledge or memory")
+    return chosen
 
 
 def _memory_item(
@@ -98,18 +128,23 @@ def _knowledge_item(
     return item
 
 
-def build_server(resolve: Resolver) -> MCPServer[Any]:
-    """The ctxstore MCP server; `resolve` gives each call its backend (with the caller's rights) and defaults."""
+def build_server(resolve: Resolver, *, log_level: LogLevel = "INFO") -> MCPServer[Any]:
+    """The ctxstore MCP server; `resolve` gives each call its backend (with the caller's rights) and defaults.
+    `log_level` is the SDK's root logging level where nothing configured logging before it (stdio)."""
     server: MCPServer[Any] = MCPServer(
-        "ctxstore", title="ctxstore context store", version=API_VERSION, instructions=INSTRUCTIONS
+        "ctxstore", title="ctxstore context store", version=API_VERSION, instructions=INSTRUCTIONS, log_level=log_level
     )
 
-    def answer(ctx: Context, run: Callable[[ContextBackend, Defaults], str]) -> str:
-        """Run one tool body with the call's backend and defaults; an API failure becomes a tool error."""
+    def answer(ctx: Context, run: Callable[[ContextBackend, Defaults], str], *, graph: bool = False) -> str:
+        """Run one tool body with the call's backend and defaults; an API failure becomes a tool error that
+        ends in `CODE: message` (a missing database's message names the tool that creates one)."""
         try:
             return run(*resolve(ctx))
         except ToolFailure as failure:
-            raise ToolError(f"{failure.code}: {failure.message}") from None
+            message = failure.message
+            if failure.code == "DATABASE_NOT_FOUND":
+                message += MISSING_GRAPH_DATABASE if graph else MISSING_DATABASE
+            raise ToolError(f"{failure.code}: {message}") from None
 
     @server.tool(
         name="ctxstore_query", title="Search knowledge and memories", annotations=READ, structured_output=False
@@ -190,10 +225,11 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
                 description="A conversation to store, as user/assistant exchanges. Give exactly one of text or turns."
             ),
         ] = None,
-        kind: Annotated[
-            Literal["memory", "knowledge"],
+        type: Annotated[
+            Store | None,
             Field(description="memory (per-user memory, the default) or knowledge (shared content)."),
-        ] = "memory",
+        ] = None,
+        kind: KindAlias = None,
         infer: Annotated[
             bool,
             Field(
@@ -215,13 +251,12 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         def run(backend: ContextBackend, defaults: Defaults) -> str:
             if (text is None) == (turns is None) or (turns is not None and not turns):
                 raise ToolFailure("INVALID_PARAMETERS", "give exactly one of `text` or `turns` (non-empty)")
+            store = _store(type, kind, "memory")
             scope = defaults.scope(database, collection)
-            if kind == "memory":
+            if store == "memory":
                 item = _memory_item(text, turns, title, source_id, infer, user_name)
-                store = "memory"
             else:
                 item = _knowledge_item(text, turns, title, source_id, user_name)
-                store = "knowledge"
             return render.ingest(scope, backend.ingest_items(scope, store, [item]))
 
         return answer(ctx, run)
@@ -278,6 +313,53 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
 
         return answer(ctx, run)
 
+    @server.tool(name="ctxstore_list_databases", title="List databases", annotations=READ, structured_output=False)
+    def list_databases(ctx: Context) -> str:
+        """List the databases this connection's key can use, with whether each is ready, and which one is the
+        default. Start here when unsure where to store or search; create one with ctxstore_create_database."""
+
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
+            data = backend.list_databases()
+            names = [str(n) for n in data.get("databases", [])]
+            shown = names[:MAX_STATUS_LOOKUPS]
+            states = {n: str(backend.database_status(n).get("status") or "unknown") for n in shown}
+            return render.databases(names, states, data.get("failed_databases") or [], defaults.database)
+
+        return answer(ctx, run)
+
+    @server.tool(name="ctxstore_create_database", title="Create a database", annotations=WRITE, structured_output=False)
+    def create_database(
+        ctx: Context,
+        database: Annotated[
+            str | None,
+            Field(
+                description="Name of the new database (letters, digits, '-' and '_'); omit to create the "
+                "connection's default database."
+            ),
+        ] = None,
+        wait_seconds: Annotated[
+            int, Field(ge=0, le=60, description="Seconds to wait for the database to become ready (0: do not wait).")
+        ] = 20,
+    ) -> str:
+        """Create a database, the container every other tool works in, and wait until it is ready for ingestion.
+        An agent with no database yet starts here. Fails with DATABASE_ALREADY_EXISTS if the name is taken."""
+
+        def run(backend: ContextBackend, defaults: Defaults) -> str:
+            name = database or defaults.database
+            if not name:
+                raise ToolFailure("INVALID_PARAMETERS", "give `database`: the name of the database to create")
+            backend.create_database(name)
+            deadline = time.monotonic() + wait_seconds
+            status = "provisioning"
+            while True:
+                status = str(backend.database_status(name).get("status") or status)
+                if status == "ready" or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.25)
+            return render.created_database(name, status, is_default=name == defaults.database)
+
+        return answer(ctx, run)
+
     @server.tool(name="ctxstore_status", title="Indexing status", annotations=READ, structured_output=False)
     def status(
         ctx: Context,
@@ -298,7 +380,8 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     @server.tool(name="ctxstore_list", title="List stored items", annotations=READ, structured_output=False)
     def list_items(
         ctx: Context,
-        kind: StoreArg = "knowledge",
+        type: StoreArg = None,
+        kind: KindAlias = None,
         page: Annotated[int, Field(ge=1, description="Page number, from 1.")] = 1,
         page_size: Annotated[int, Field(ge=1, le=100, description="Items per page.")] = 20,
         database: DatabaseArg = None,
@@ -307,8 +390,9 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         """Browse stored knowledge sources or memories, newest first, with ids, titles and indexing status."""
 
         def run(backend: ContextBackend, defaults: Defaults) -> str:
+            store = _store(type, kind, "knowledge")
             scope = defaults.scope(database, collection)
-            return render.listing(scope, kind, backend.list_sources(scope, kind, page, page_size))
+            return render.listing(scope, store, backend.list_sources(scope, store, page, page_size))
 
         return answer(ctx, run)
 
@@ -334,14 +418,19 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     def delete(
         ctx: Context,
         ids: Annotated[list[str], Field(min_length=1, max_length=100, description="Ids of the items to delete.")],
-        kind: StoreArg,
+        type: Annotated[
+            Store | None,
+            Field(description="Which store holds the items: knowledge or memory. Required: no default for a deletion."),
+        ] = None,
+        kind: KindAlias = None,
         database: DatabaseArg = None,
         collection: CollectionArg = None,
     ) -> str:
         """Delete items for good: their text, search index entries, graph facts and files. Cannot be undone."""
 
         def run(backend: ContextBackend, defaults: Defaults) -> str:
-            return render.deleted(backend.delete(defaults.scope(database, collection), kind, list(ids)))
+            store = _store(type, kind, None)  # no silent default for a destructive call
+            return render.deleted(backend.delete(defaults.scope(database, collection), store, list(ids)))
 
         return answer(ctx, run)
 
@@ -352,7 +441,8 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
             str | None,
             Field(description="One item's relations; omit for the strongest relations of the whole collection."),
         ] = None,
-        kind: StoreArg = "knowledge",
+        type: StoreArg = None,
+        kind: KindAlias = None,
         limit: Annotated[int, Field(ge=1, le=200, description="Most entity pairs to return.")] = 20,
         database: DatabaseArg = None,
         collection: CollectionArg = None,
@@ -361,7 +451,8 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         sentence each comes from. Complete once an item's status is completed."""
 
         def run(backend: ContextBackend, defaults: Defaults) -> str:
-            return render.relations(backend.relations(defaults.scope(database, collection), kind, source_id, limit))
+            store = _store(type, kind, "knowledge")
+            return render.relations(backend.relations(defaults.scope(database, collection), store, source_id, limit))
 
         return answer(ctx, run)
 
@@ -369,7 +460,8 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
     def subgraph(
         ctx: Context,
         source_id: Annotated[str, Field(min_length=1, description="Item to start from.")],
-        kind: StoreArg = "knowledge",
+        type: StoreArg = None,
+        kind: KindAlias = None,
         depth: Annotated[int, Field(ge=1, le=10, description="Most hops from the start item.")] = 2,
         max_sources: Annotated[int, Field(ge=1, le=200, description="Most items to return.")] = 50,
         database: DatabaseArg = None,
@@ -379,8 +471,9 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         nearest first."""
 
         def run(backend: ContextBackend, defaults: Defaults) -> str:
+            store = _store(type, kind, "knowledge")
             scope = defaults.scope(database, collection)
-            return render.subgraph(backend.subgraph(scope, kind, source_id, depth, max_sources))
+            return render.subgraph(backend.subgraph(scope, store, source_id, depth, max_sources))
 
         return answer(ctx, run)
 
@@ -414,7 +507,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
         def run(backend: ContextBackend, defaults: Defaults) -> str:
             return render.rows(backend.graph_query(defaults.graph_scope(database, collection), query, params), max_rows)
 
-        return answer(ctx, run)
+        return answer(ctx, run, graph=True)
 
     @server.tool(name="ctxstore_graph_collections", title="List BYOG graphs", annotations=READ, structured_output=False)
     def graph_collections(
@@ -430,7 +523,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
             names = backend.graph_collections(db)
             return f'{len(names)} graphs in BYOG database "{db}"' + (": " + ", ".join(names) if names else ".")
 
-        return answer(ctx, run)
+        return answer(ctx, run, graph=True)
 
     @server.tool(
         name="ctxstore_graph_admin", title="Create or drop BYOG graphs", annotations=DESTROY, structured_output=False
@@ -463,7 +556,7 @@ def build_server(resolve: Resolver) -> MCPServer[Any]:
             dropped = out.get("deleted_collections") or []
             return f'BYOG database "{scope.database}" dropped with {len(dropped)} graphs.'
 
-        return answer(ctx, run)
+        return answer(ctx, run, graph=True)
 
     return server
 

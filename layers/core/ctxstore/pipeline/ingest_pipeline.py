@@ -310,6 +310,7 @@ class IngestPipeline:
                 metadata=md,
                 additional_metadata=amd,
                 position=c.position,
+                version=str(record.get("version") or ""),
             )
             for c in chunks
         ]

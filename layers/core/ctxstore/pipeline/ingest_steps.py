@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,9 @@ from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.pipeline.retry_policy import TransientError
+from ctxstore.pipeline.search_visibility import SearchVisibility
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.search_index import ItemKey, SearchIndex
 from ctxstore.services.items import ItemRef
 from ctxstore.services.registry import Services
 
@@ -71,9 +74,18 @@ def _transient(fn: Any) -> Any:
 
 
 class IngestSteps:
-    def __init__(self, pipeline: IngestPipeline, blobs: BlobStore) -> None:
+    def __init__(
+        self,
+        pipeline: IngestPipeline,
+        blobs: BlobStore,
+        *,
+        search: Callable[[], SearchIndex | None] = lambda: None,
+        visibility: SearchVisibility | None = None,
+    ) -> None:
         self._p = pipeline
         self._blobs = blobs
+        self._search = search  # looked up by the Complete task only: the other tasks never build the client
+        self._visibility = visibility or SearchVisibility()
 
     # ---- tasks -----------------------------------------------------------------------------
     @_transient
@@ -133,7 +145,9 @@ class IngestSteps:
 
     @_transient
     def complete(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The item becomes completed once a search sees its chunks (search_visibility.py)."""
         t = Task.of(event)
+        self._await_searchable(t)
         self._p.complete(t.org, t.ref, t.version, int(event.get("relations") or 0))
         self._cleanup(t.org, event.get("work"))
         return {"outcome": "completed"}
@@ -158,6 +172,12 @@ class IngestSteps:
         return {"outcome": "errored"}
 
     # ---- helpers ---------------------------------------------------------------------------
+    def _await_searchable(self, t: Task) -> None:
+        record = self._record(t)
+        key = ItemKey(t.ref.database, t.ref.collection, t.ref.store, t.ref.item_id)  # type: ignore[arg-type]
+        chunks = int(record.get("chunk_count") or 0)
+        self._visibility.await_searchable(self._search(), t.org, key, t.version, chunks)
+
     def _record(self, t: Task) -> dict[str, Any]:
         record = self._p.current(t.org, t.ref, t.version)
         if record is None:
@@ -195,4 +215,4 @@ def _batch_key(work: str, start: int) -> str:
 
 def ingest_steps(svc: Services) -> IngestSteps:
     """The tasks over the same pipeline the local runner uses."""
-    return IngestSteps(ingest_pipeline(svc), svc.container.blobs)
+    return IngestSteps(ingest_pipeline(svc), svc.container.blobs, search=lambda: svc.container.search_index)

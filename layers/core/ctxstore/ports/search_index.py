@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,7 @@ class ChunkDoc:
     metadata: dict[str, Any] = field(default_factory=dict)  # schema-declared keys
     additional_metadata: dict[str, Any] = field(default_factory=dict)
     position: int = 0
+    version: str = ""  # the item version the chunk was indexed for ("" where the index does not keep it)
 
 
 class ItemKey(NamedTuple):
@@ -93,3 +94,14 @@ class SearchIndex(Protocol):
         ...
 
     def count(self, org: str, database: str, store: Store) -> int: ...
+
+
+@runtime_checkable
+class LaggingSearchIndex(Protocol):
+    """An index whose writes and deletes show in searches only after a delay (OpenSearch Serverless
+    refreshes every 60 s), so a delete can miss a write that lands in searches later."""
+
+    def settle_item(self, org: str, item: ItemKey, version: str) -> int:
+        """Delete what searches show of the item that readers must not see (chunks of an older version, a
+        second copy of a chunk), and answer how many distinct chunks of `version` searches see now."""
+        ...

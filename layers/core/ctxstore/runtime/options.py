@@ -17,6 +17,7 @@ def options_from(settings: Settings) -> Options:
         byog_cluster_name=settings.byog_cluster_name,
         byog_read_timeout_ms=settings.byog_read_timeout_ms,
         byog_write_timeout_ms=settings.byog_write_timeout_ms,
+        byog_graphs=frozenset(settings.byog_graph_ids) if settings.backend == "aws" else None,
         allow_private_webhooks=settings.allow_private_webhooks,
         console_inline_upload_max_bytes=settings.console_inline_upload_max_bytes,
         max_inflight_queries=settings.max_inflight_queries,

@@ -38,6 +38,15 @@ _COLLECTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$")
 _PARAM_NAME = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
 MAX_PARAM_DEPTH = 32
 
+# A deployment whose graph store does not host BYOG (AWS: BYOG needs a graph per collection, which the stack does
+# not create) refuses with 403 FORBIDDEN, the spec's "a plan/account limit prevents the operation": not retryable.
+NOT_HOSTED = (
+    "BYOG is not available for '{what}' on this deployment: user openCypher cannot share the stack's graph safely, "
+    "so each BYOG collection needs a graph of its own and none is provisioned for it. Use BYOG on the local server "
+    "(`ctxstore serve`, docs/byog.md), or have the operator create a Neptune Analytics graph for it and map it in "
+    "CTXSTORE_BYOG_GRAPH_IDS (docs/aws.md, BYOG)"
+)
+
 TIMEOUT_ADVICE = (
     "the query exceeded the {kind} execution budget of {secs:g} s and was stopped (a write is rolled back); "
     "add a LIMIT, create an index for the property you filter on (CREATE INDEX FOR (n:Label) ON (n.prop)), "
@@ -74,9 +83,24 @@ class ByogService:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "the graph engine is not configured on this deployment")
         return self._c.graph
 
+    def _check_hosted(self, org: str, database: str, collection: str | None = None) -> None:
+        """Refuse (403) a database or collection this deployment's graph store cannot host for BYOG."""
+        hosted = self._c.options.byog_graphs
+        if hosted is None:
+            return
+        if collection is not None:
+            ok = f"{org}/{graph_name(database, collection)}" in hosted
+        else:
+            prefix = f"{org}/{GRAPH_PREFIX}{database}:"
+            ok = any(key.startswith(prefix) for key in hosted)
+        if not ok or not self._c.configured("graph"):
+            what = database if collection is None else f"{database}/{collection}"
+            raise ApiError(ErrorCode.FORBIDDEN, NOT_HOSTED.format(what=what))
+
     # ---- databases ---------------------------------------------------------------------
     def _require(self, principal: Principal, database: object) -> tuple[str, Record]:
         name = validate_database_name(database)
+        self._check_hosted(principal.org, name)
         rec = self._c.records.get(principal.org, rk.BYOG_DATABASE, "", name)
         if rec is None:
             raise ApiError(ErrorCode.DATABASE_NOT_FOUND, f"Database '{name}' not found")
@@ -86,6 +110,7 @@ class ByogService:
     def create_database(self, principal: Principal, database: object) -> dict[str, Any]:
         name = validate_database_name(database)
         principal.check_database(name)
+        self._check_hosted(principal.org, name)
         data = {"database": name, "cluster": self.cluster, "created_at": self._c.clock.now()}
         try:
             self._c.records.put(principal.org, Put(rk.BYOG_DATABASE, "", name, data, if_absent=True))
@@ -115,6 +140,7 @@ class ByogService:
     def delete_collection(self, principal: Principal, database: object, collection: object) -> dict[str, Any]:
         name, _ = self._require(principal, database)
         col = validate_collection(collection)
+        self._check_hosted(principal.org, name, col)
         self._graph.drop(principal.org, graph_name(name, col))
         return {"database": name, "collection": col, "deleted": True}
 
@@ -138,6 +164,7 @@ class ByogService:
     ) -> list[dict[str, Any]]:
         name, _ = self._require(principal, database)
         col = validate_collection(collection)
+        self._check_hosted(principal.org, name, col)
         if not isinstance(query, str) or not query.strip():
             raise invalid("'query' is required and must be a non-empty openCypher string")
         clean_params = _check_params(params)

@@ -40,6 +40,9 @@ class Options:
     byog_cluster_name: str = "local"
     byog_read_timeout_ms: int = 8000
     byog_write_timeout_ms: int = 30000
+    # BYOG collections the graph store hosts: None = every one (local FalkorDB); on AWS only the
+    # `<org>/<graph name>` keys an operator mapped to a graph of their own (CTXSTORE_BYOG_GRAPH_IDS).
+    byog_graphs: frozenset[str] | None = None
     allow_private_webhooks: bool = False  # let webhooks target loopback/private addresses
     console_inline_upload_max_bytes: int = 0  # console uploads above go by reference (0: by backend)
     # Admission control (http/admission.py): requests at once per class; 0 turns a class's gate off.

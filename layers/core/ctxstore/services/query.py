@@ -170,13 +170,19 @@ class QueryService:
         docs = {d.chunk_id: d for d in idx.get_chunks(org, [c.chunk_id for c in pool])}
         if req.recency_bias > 0:
             pool = self._recency(pool, docs, req.recency_bias)
+        candidates = pool if req.recency_bias > 0 else answer.ranked
         top = [c for c in pool if c.chunk_id in docs][: req.max_results]
         want_graph = answer.mode == "thinking" if req.mode == "auto" else req.graph_context
         # The graph engine's round trip runs beside the record lookups and rendering below.
         graph: Future[dict[str, Any] | None] | None = None
         if want_graph and self.graph_context is not None:
             graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
-        records = self._records(org, req.database, top)
+        records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        live = self._live(org, req.database, candidates, docs, records, req.max_results)
+        if live != top:  # a stale hit was dropped: the graph context follows the chunks that remain
+            top = live
+            if graph is not None:
+                graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
         additional: dict[str, dict[str, Any]] = {}
         chunks = []
         for c in top:
@@ -237,14 +243,41 @@ class QueryService:
             merged = _merge_graph(merged, gc)
         return merged
 
-    def _records(self, org: str, database: str, top: Sequence[Candidate]) -> dict[tuple[str, str, str], dict[str, Any]]:
-        out: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for c in top:
-            key = (c.store, c.collection, c.item_id)
-            if key not in out:
-                rec = self._items.get(org, ItemRef(database, c.collection, c.store, c.item_id))
-                out[key] = dict(rec.data) if rec is not None else {}
-        return out
+    def _live(
+        self,
+        org: str,
+        database: str,
+        candidates: Sequence[Candidate],
+        docs: dict[str, ChunkDoc],
+        records: dict[tuple[str, str, str], dict[str, Any]],
+        want: int,
+    ) -> list[Candidate]:
+        """The first `want` candidates whose chunk is indexed and whose item record exists at the version the
+        chunk was indexed for (the records read go into `records`). A search index whose deletes lag its
+        writes (OpenSearch Serverless) can still hold chunks of a deleted item or an older version; they are
+        skipped and the next candidates read instead. Locally the first window is the whole answer."""
+        idx = self._c.search_index
+        assert idx is not None
+        top: list[Candidate] = []
+        start = 0
+        while len(top) < want and start < len(candidates):
+            window = list(candidates[start : start + want - len(top)])
+            start += len(window)
+            unknown = [c.chunk_id for c in window if c.chunk_id not in docs]
+            if unknown:
+                docs.update((d.chunk_id, d) for d in idx.get_chunks(org, unknown))
+            for c in window:
+                d = docs.get(c.chunk_id)
+                if d is None:
+                    continue
+                key = (c.store, c.collection, c.item_id)
+                if key not in records:
+                    rec = self._items.get(org, ItemRef(database, c.collection, c.store, c.item_id))
+                    records[key] = dict(rec.data) if rec is not None else {}
+                rec_data = records[key]
+                if rec_data and (not d.version or str(rec_data.get("version")) == d.version):
+                    top.append(c)
+        return top
 
     def _neighbours(self, org: str, d: ChunkDoc, n: int) -> list[ChunkDoc]:
         idx = self._c.search_index

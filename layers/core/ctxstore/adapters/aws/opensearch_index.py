@@ -5,26 +5,27 @@ not one index per database. A VECTORSEARCH collection caps its index count and e
 own HNSW graphs and shard overhead, so per-database indexes would bound the number of databases a
 deployment can hold and make `ensure_database` wait for an index to become ready; a keyword filter on
 org+database+store in front of every query is cheap (faiss efficient filtering runs an exact search
-when the filter leaves few documents). Dropping a database is a delete_by_query instead of an index drop.
+when the filter leaves few documents).
 
-What VECTORSEARCH collections change compared with a cluster:
-- no custom `_id` on writes: documents get server ids, so replacing a chunk is delete_by_query on
-  (org, chunk_id) followed by a bulk `index` without `_id`; reads find chunks by the `chunk_id` field.
-- no `refresh` on writes: a write becomes searchable after the collection's refresh interval, not on return.
-  Reads therefore drop a second copy of a chunk_id (a replace whose delete ran before the old copy
-  was searchable), keeping the first one returned.
+What a Classic VECTORSEARCH collection allows (AWS's supported-operations table) shapes every write:
+- no `_delete_by_query` (AOSS answers 404): a delete is a `_search` for the `_id`s (`_source: false`,
+  paged with `search_after`), then `_bulk` `delete` by `_id`, each item's result checked;
+- no custom `_id` on writes: documents get server ids; reads find chunks by the `chunk_id` field;
+- no `refresh`: writes and deletes show in searches only after the 60 s refresh interval. A delete can
+  therefore miss a copy written moments before, and a bulk re-sent after a timeout (by a retried task;
+  the client itself never re-sends one) leaves a second copy. Each document carries the item `version`
+  it was indexed for and a time-ordered `write_id`; readers keep one copy per `chunk_id` (the newest),
+  `item_chunks` keeps the newest version only, the query path drops chunks whose item record is gone or
+  names another version (services/query.py), and `settle_item` (run before an item becomes completed)
+  deletes older versions and second copies once they are visible.
 
 Scores are raw: keyword = BM25 `_score` (multi_match over title^2 and text, English analyser), vector =
 the dot product recovered from the innerproduct space's score (vectors are unit length, so cosine).
-Metadata filters are exact and typed: each scalar of `metadata`/`additional_metadata` is indexed as one
-keyword token `<map>\x1f<key>\x1f<type>:<value>` in `meta_terms` (a list stores one token per element),
-so 2024 and "2024" differ, a list filter is a `terms` query (any of), and user keys never add mapping
-fields (the field-count limit). The maps themselves are kept in `_source` only (`enabled: false`).
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 from urllib.parse import urlparse
@@ -41,16 +42,31 @@ from opensearchpy import (
     RequestError,
     RequestsHttpConnection,
     TransportError,
-    helpers,
 )
 
+from ctxstore.adapters.aws.opensearch_mapping import (
+    chunk_doc,
+    dot_from_score,
+    filter_tokens,
+    index_body,
+    meta_terms,
+    new_write_id,
+    newest_copies,
+    phrase_words,
+    query_words,
+)
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
+__all__ = ["DEFAULT_INDEX", "OpenSearchIndex", "dot_from_score", "index_body", "meta_terms", "opensearch_client"]
+
 DEFAULT_INDEX = "ctxstore-chunks"
-MAX_QUERY_TERMS = 64
-PAGE = 1000  # documents per page when reading every chunk of an item
-_WORD = re.compile(r"\w+", re.UNICODE)
+PAGE = 1000  # documents per page of a paged read, and ids per bulk delete
+BULK_DOCS = 500  # documents per bulk write ...
+BULK_BYTES = 5 * 1024 * 1024  # ... and at most this many bytes of it
+READ_TIMEOUT_S = 10.0  # searches (the API answers within API Gateway's 29 s)
+BULK_TIMEOUT_S = 60.0  # one bulk of up to 5 MB of vectors into the HNSW graphs
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 _HIT_SOURCE = ["chunk_id", "item_id", "collection"]
 _DOC_SOURCE = [
@@ -67,44 +83,10 @@ _DOC_SOURCE = [
     "metadata",
     "additional_metadata",
     "position",
+    "version",
+    "write_id",
 ]
-
-
-def index_body(dimension: int) -> dict[str, Any]:
-    """Settings and mapping of the chunks index."""
-    keyword = {"type": "keyword"}
-    return {
-        "settings": {"index": {"knn": True}},
-        "mappings": {
-            "dynamic": "strict",
-            "properties": {
-                "org": keyword,
-                "database": keyword,
-                "collection": keyword,
-                "store": keyword,
-                "item_id": keyword,
-                "chunk_id": keyword,
-                "source_type": keyword,
-                "title": {"type": "text", "analyzer": "english"},
-                "text": {"type": "text", "analyzer": "english"},
-                "created_at": {"type": "double"},
-                "position": {"type": "integer"},
-                "meta_terms": {"type": "keyword", "ignore_above": 8191},
-                "metadata": {"type": "object", "enabled": False},
-                "additional_metadata": {"type": "object", "enabled": False},
-                "vector": {
-                    "type": "knn_vector",
-                    "dimension": dimension,
-                    "method": {
-                        "name": "hnsw",
-                        "engine": "faiss",
-                        "space_type": "innerproduct",
-                        "parameters": {"ef_construction": 128, "m": 16},
-                    },
-                },
-            },
-        },
-    }
+_BY_COPY = [{"chunk_id": "asc"}, {"write_id": "asc"}]  # a unique order: write_id tells copies apart
 
 
 def opensearch_client(
@@ -113,12 +95,14 @@ def opensearch_client(
     credentials: Any = None,
     *,
     connection_class: type[Connection] | None = None,
-    timeout: float = 10.0,
+    timeout: float = READ_TIMEOUT_S,
 ) -> OpenSearch:
     """A client for a collection endpoint (https://<id>.<region>.aoss.amazonaws.com), signed for "aoss".
 
     Region and credentials default to the process's boto3 session (AWS_REGION and the Lambda role; the
     session's credentials refresh themselves as the role's keys rotate). Builds no connection yet.
+    A request that timed out, or answered 502/504 (a gateway gave up: the write may have landed), is never
+    re-sent by the client: a bulk `index` without `_id` sent twice writes every document twice.
     """
     if credentials is None or not region:
         import boto3
@@ -139,58 +123,10 @@ def opensearch_client(
         connection_class=connection_class or RequestsHttpConnection,
         timeout=timeout,
         max_retries=2,
-        retry_on_timeout=True,
+        retry_on_timeout=False,
+        retry_on_status=(503,),  # the service refused the request before doing anything
         pool_maxsize=8,
     )
-
-
-def _encode(value: Any) -> str | None:
-    """The typed token of one scalar; None for values that are not filterable (objects, nested lists)."""
-    if value is None:
-        return "z:"
-    if isinstance(value, bool):
-        return "b:true" if value else "b:false"
-    if isinstance(value, int | float):
-        f = float(value)
-        return f"n:{int(f)}" if f.is_integer() and abs(f) < 2**53 else f"n:{f!r}"
-    if isinstance(value, str):
-        return "s:" + value
-    return None
-
-
-def meta_terms(prefix: str, meta: dict[str, Any]) -> list[str]:
-    """Index tokens of one metadata map: one per scalar value (a list contributes each element)."""
-    out: dict[str, None] = {}
-    for key, value in meta.items():
-        for v in value if isinstance(value, list) else [value]:
-            enc = _encode(v)
-            if enc is not None:
-                out.setdefault(f"{prefix}\x1f{key}\x1f{enc}", None)
-    return list(out)
-
-
-def _filter_tokens(prefix: str, key: str, value: Any) -> list[str]:
-    values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
-    tokens: list[str] = []
-    for v in values:
-        if isinstance(v, dict | list | tuple):
-            raise ValueError("metadata filter values must be scalars or lists of scalars")
-        enc = _encode(v)
-        if enc is not None:
-            tokens.append(f"{prefix}\x1f{key}\x1f{enc}")
-    return tokens
-
-
-def _query_words(query: str) -> list[str]:
-    seen: dict[str, None] = {}
-    for word in _WORD.findall(query):
-        seen.setdefault(word.lower(), None)
-    return list(seen)[:MAX_QUERY_TERMS]
-
-
-def dot_from_score(score: float) -> float:
-    """Inverse of the innerproduct space's score (ip > 0: 1 + ip; else 1 / (1 - ip))."""
-    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
 class OpenSearchIndex:
@@ -212,7 +148,7 @@ class OpenSearchIndex:
             raise StoreUnavailable(f"OpenSearch unreachable: {exc}") from exc
         except TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else 0
-            if status == 429 or status >= 500:
+            if status in _RETRYABLE or status >= 500:
                 raise StoreUnavailable(f"OpenSearch {status}: {exc.error}") from exc
             raise
 
@@ -235,6 +171,14 @@ class OpenSearchIndex:
         return clauses
 
     @classmethod
+    def _item(cls, org: str, item: ItemKey) -> list[dict[str, Any]]:
+        return [
+            *cls._scope(org, item.database, item.store),
+            {"term": {"collection": item.collection}},
+            {"term": {"item_id": item.item_id}},
+        ]
+
+    @classmethod
     def _filters(cls, org: str, flt: SearchFilter) -> list[dict[str, Any]] | None:
         """Filter clauses for a search, or None when nothing can match."""
         clauses = cls._scope(org, flt.database, flt.store)
@@ -246,7 +190,7 @@ class OpenSearchIndex:
             clauses.append({"terms": {"item_id": list(dict.fromkeys(flt.item_ids))}})
         for prefix, conditions in (("m", flt.metadata), ("a", flt.additional_metadata)):
             for key, value in conditions.items():
-                tokens = _filter_tokens(prefix, key, value)
+                tokens = filter_tokens(prefix, key, value)
                 if not tokens:
                     return None
                 clauses.append({"terms": {"meta_terms": tokens}})
@@ -259,13 +203,24 @@ class OpenSearchIndex:
             return []  # nothing indexed yet
         return cast(list[dict[str, Any]], resp["hits"]["hits"])
 
+    def _pages(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every hit of a sorted search (the sort must be unique per document), page by page."""
+        after: list[Any] | None = None
+        while True:
+            page = dict(body, size=PAGE, **({"search_after": after} if after else {}))
+            hits = self._search(page)
+            yield from hits
+            if len(hits) < PAGE:
+                return
+            after = hits[-1]["sort"]
+
     @staticmethod
     def _hits(raw: list[dict[str, Any]], limit: int, score: Any = float) -> list[Hit]:
         out: list[Hit] = []
         seen: set[str] = set()
         for h in raw:
             src = h["_source"]
-            if src["chunk_id"] in seen:
+            if src["chunk_id"] in seen:  # a second copy (see the module doc): the best-scored one counts
                 continue
             seen.add(src["chunk_id"])
             out.append(
@@ -280,25 +235,6 @@ class OpenSearchIndex:
                 break
         return out
 
-    @staticmethod
-    def _doc(src: dict[str, Any]) -> ChunkDoc:
-        vector = src.get("vector")
-        return ChunkDoc(
-            chunk_id=src["chunk_id"],
-            item_id=src["item_id"],
-            database=src["database"],
-            collection=src["collection"],
-            store=cast(Store, src["store"]),
-            text=src.get("text", ""),
-            vector=None if vector is None else np.asarray(vector, dtype=np.float32),
-            title=src.get("title", ""),
-            source_type=src.get("source_type", ""),
-            created_at=float(src.get("created_at", 0.0)),
-            metadata=src.get("metadata") or {},
-            additional_metadata=src.get("additional_metadata") or {},
-            position=int(src.get("position", 0)),
-        )
-
     def _source(self, org: str, c: ChunkDoc) -> dict[str, Any]:
         if c.store not in _STORES:
             raise ValueError(f"unknown store {c.store!r}")
@@ -309,6 +245,7 @@ class OpenSearchIndex:
             "store": c.store,
             "item_id": c.item_id,
             "chunk_id": c.chunk_id,
+            "version": c.version,
             "title": c.title,
             "text": c.text,
             "source_type": c.source_type,
@@ -325,17 +262,58 @@ class OpenSearchIndex:
             doc["vector"] = [float(x) for x in vec]
         return doc
 
-    def _delete_where(self, clauses: list[dict[str, Any]]) -> int:
-        try:
-            resp = self._call(
-                self._os.delete_by_query,
-                index=self._index,
-                body={"query": {"bool": {"filter": clauses}}},
-                conflicts="proceed",
+    # -- writes ---------------------------------------------------------------------------------
+
+    def _bulk(self, lines: list[str], docs: int) -> list[dict[str, Any]]:
+        """One `_bulk` request (never re-sent by the client); its per-item results. A failed item raises:
+        StoreUnavailable for throttling and 5xx (the task retries), RuntimeError for anything else."""
+        body = "\n".join(lines) + "\n"
+        resp = self._call(self._os.bulk, body=body, request_timeout=BULK_TIMEOUT_S)
+        items = cast(list[dict[str, Any]], resp.get("items") or [])
+        if len(items) != docs:
+            raise StoreUnavailable(f"OpenSearch bulk answered {len(items)} results for {docs} actions")
+        failed = [r for r in (next(iter(i.values())) for i in items) if "error" in r]
+        if failed:
+            statuses = {int(r.get("status", 0)) for r in failed}
+            message = (
+                f"OpenSearch bulk: {len(failed)} of {docs} actions failed ({sorted(statuses)}): {failed[0]['error']}"
             )
-        except NotFoundError:
-            return 0
-        return int(resp.get("deleted", 0))
+            if statuses & _RETRYABLE or max(statuses) >= 500:
+                raise StoreUnavailable(message)
+            raise RuntimeError(message)
+        return items
+
+    def _index_docs(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Bulk `index` actions without `_id`, in requests of at most BULK_DOCS documents / BULK_BYTES."""
+        action = json.dumps({"index": {"_index": self._index}})
+        lines: list[str] = []
+        size = 0
+        for doc in docs:
+            line = json.dumps(dict(doc, write_id=new_write_id()), separators=(",", ":"))
+            if lines and (len(lines) // 2 >= BULK_DOCS or size + len(line) > BULK_BYTES):
+                self._bulk(lines, len(lines) // 2)
+                lines, size = [], 0
+            lines += [action, line]
+            size += len(line) + len(action) + 2
+        if lines:
+            self._bulk(lines, len(lines) // 2)
+
+    def _delete_ids(self, ids: Sequence[str]) -> int:
+        """Bulk `delete` by `_id`; how many were deleted (an id already gone answers not_found: not counted)."""
+        deleted = 0
+        for start in range(0, len(ids), PAGE):
+            part = ids[start : start + PAGE]
+            lines = [json.dumps({"delete": {"_index": self._index, "_id": i}}) for i in part]
+            deleted += sum(1 for r in self._bulk(lines, len(part)) if r["delete"].get("result") == "deleted")
+        return deleted
+
+    def _ids(self, clauses: list[dict[str, Any]]) -> list[str]:
+        body = {"_source": False, "query": {"bool": {"filter": clauses}}, "sort": _BY_COPY}
+        return [h["_id"] for h in self._pages(body)]
+
+    def _delete_where(self, clauses: list[dict[str, Any]]) -> int:
+        """What a delete_by_query would do, in the two steps the collection allows (ids, then deletes)."""
+        return self._delete_ids(self._ids(clauses))
 
     # -- port -----------------------------------------------------------------------------------
 
@@ -349,25 +327,22 @@ class OpenSearchIndex:
         latest: dict[str, ChunkDoc] = {c.chunk_id: c for c in chunks}  # the last copy of a chunk_id wins
         docs = [self._source(org, c) for c in latest.values()]  # validate before touching the index
         self._ensure_index()
-        self._delete_where([{"term": {"org": org}}, {"terms": {"chunk_id": list(latest)}}])
-        actions = ({"_op_type": "index", "_index": self._index, "_source": d} for d in docs)
-        try:
-            self._call(helpers.bulk, self._os, actions, chunk_size=500, max_chunk_bytes=5 * 1024 * 1024)
-        except helpers.BulkIndexError as exc:
-            statuses = {int(next(iter(e.values())).get("status", 0)) for e in exc.errors}
-            if statuses & {429, 500, 502, 503, 504}:
-                raise StoreUnavailable(f"OpenSearch bulk: {len(exc.errors)} documents not indexed") from exc
-            raise
+        ids = list(latest)
+        for start in range(0, len(ids), PAGE):
+            self._delete_where([{"term": {"org": org}}, {"terms": {"chunk_id": ids[start : start + PAGE]}}])
+        self._index_docs(docs)
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
-        return self._delete_where(
-            [*self._scope(org, database, store), {"term": {"collection": collection}}, {"term": {"item_id": item_id}}]
-        )
+        return self._delete_where(self._item(org, ItemKey(database, collection, store, item_id)))
 
     def replace_items(self, org: str, items: Sequence[ItemKey], chunks: Sequence[ChunkDoc]) -> None:
-        for item in items:  # OpenSearch has no multi-document transaction: deletes, then one bulk write
-            self.delete_item(org, item.database, item.collection, item.store, item.item_id)
-        self.upsert(org, chunks)
+        latest: dict[str, ChunkDoc] = {c.chunk_id: c for c in chunks}
+        docs = [self._source(org, c) for c in latest.values()]
+        for item in items:  # OpenSearch has no multi-document transaction: deletes, then the bulk writes
+            self._delete_where(self._item(org, item))
+        if docs:
+            self._ensure_index()
+            self._index_docs(docs)
 
     def delete_scope(self, org: str, database: str, collection: str | None) -> int:
         clauses = self._scope(org, database)
@@ -375,10 +350,35 @@ class OpenSearchIndex:
             clauses.append({"term": {"collection": collection}})
         return self._delete_where(clauses)
 
+    def settle_item(self, org: str, item: ItemKey, version: str) -> int:
+        """Delete the visible copies of the item a reader must not see, once the caller has checked that
+        `version` is current: chunks of an older version (written before a delete could see them) and all
+        but the newest copy of each chunk (a re-sent bulk, a metadata update). Answers the number of
+        distinct chunks of `version` searches see now. Newer versions are left alone."""
+        body = {"_source": ["chunk_id", "version", "write_id"], "query": {"bool": {"filter": self._item(org, item)}}}
+        keep: dict[str, tuple[str, str]] = {}  # chunk_id -> (write_id, _id) of the newest copy
+        drop: list[str] = []
+        for h in self._pages(dict(body, sort=_BY_COPY)):
+            src = h["_source"]
+            v = str(src.get("version") or "")
+            if v < version:
+                drop.append(h["_id"])
+            elif v == version:
+                have = keep.get(src["chunk_id"])
+                write_id = str(src.get("write_id") or "")
+                if have is None or write_id > have[0]:
+                    if have is not None:
+                        drop.append(have[1])
+                    keep[src["chunk_id"]] = (write_id, h["_id"])
+                else:
+                    drop.append(h["_id"])
+        self._delete_ids(drop)
+        return len(keep)
+
     def keyword_search(self, org: str, flt: SearchFilter, query: str, *, limit: int, operator: str = "or") -> list[Hit]:
         if operator not in ("or", "and", "phrase"):
             raise ValueError(f"unknown keyword operator {operator!r}; use 'or', 'and' or 'phrase'")
-        words = _query_words(query) if operator != "phrase" else [w.lower() for w in _WORD.findall(query)]
+        words = query_words(query) if operator != "phrase" else phrase_words(query)
         clauses = self._filters(org, flt)
         if not words or limit <= 0 or clauses is None:
             return []
@@ -415,51 +415,33 @@ class OpenSearchIndex:
         return self._hits(self._search(body), limit, score=dot_from_score)
 
     def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]:
+        """The newest copy of each chunk (any number of stale copies of a chunk_id are paged through)."""
         wanted = list(dict.fromkeys(chunk_ids))
-        if not wanted:
-            return []
-        found: dict[str, ChunkDoc] = {}
+        found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(wanted), PAGE):
             part = wanted[start : start + PAGE]
             body = {
-                "size": len(part) * 2,
                 "_source": _DOC_SOURCE,
                 "query": {"bool": {"filter": [{"term": {"org": org}}, {"terms": {"chunk_id": part}}]}},
+                "sort": _BY_COPY,
             }
-            for h in self._search(body):
-                found.setdefault(h["_source"]["chunk_id"], self._doc(h["_source"]))
-        return [found[c] for c in wanted if c in found]
-
-    def _pages(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        after: list[Any] | None = None
-        while True:
-            page = dict(body, size=PAGE, **({"search_after": after} if after else {}))
-            hits = self._search(page)
-            yield from hits
-            if len(hits) < PAGE:
-                return
-            after = hits[-1]["sort"]
+            found.update(newest_copies(self._pages(body)))
+        return [chunk_doc(found[c]) for c in wanted if c in found]
 
     def item_chunks(self, org: str, database: str, collection: str, store: Store, item_id: str) -> list[ChunkDoc]:
+        """The item's chunks of the newest version searches see, one copy each, in position order."""
         body = {
             "_source": _DOC_SOURCE,
-            "query": {
-                "bool": {
-                    "filter": [
-                        *self._scope(org, database, store),
-                        {"term": {"collection": collection}},
-                        {"term": {"item_id": item_id}},
-                    ]
-                }
-            },
-            "sort": [{"position": "asc"}, {"chunk_id": "asc"}],
+            "query": {"bool": {"filter": self._item(org, ItemKey(database, collection, store, item_id))}},
+            "sort": [{"position": "asc"}, *_BY_COPY],
         }
-        found: dict[str, ChunkDoc] = {}
-        for h in self._pages(body):
-            found.setdefault(h["_source"]["chunk_id"], self._doc(h["_source"]))
-        return list(found.values())
+        found = newest_copies(self._pages(body))
+        newest = max((str(s.get("version") or "") for s in found.values()), default="")
+        return [chunk_doc(s) for s in found.values() if str(s.get("version") or "") == newest]
 
     def count(self, org: str, database: str, store: Store) -> int:
+        """Documents searches see: exact once writes are visible and settled (a second copy counts until
+        settle_item or the next replace of its item deletes it)."""
         try:
             body = {"query": {"bool": {"filter": self._scope(org, database, store)}}}
             resp = self._call(self._os.count, index=self._index, body=body)

@@ -24,7 +24,12 @@ def _store(value: str) -> str:
 
 def _graphs(svc: Services) -> GraphService:
     if svc.graphs is None:
-        raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "graphs are not configured on this deployment")
+        # Not a retryable outage: the deployment has no graph store (403, as for a plan limit).
+        raise ApiError(
+            ErrorCode.FORBIDDEN,
+            "graphs are off on this deployment: it has no graph store (on AWS the stack's GraphStore parameter is "
+            "'none'; deploy with GraphStore=neptune-analytics to turn relations and subgraphs on, docs/aws.md)",
+        )
     return svc.graphs
 
 
