@@ -187,6 +187,7 @@ class Stack:
     keys: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.saved_environ = dict(os.environ)  # restored whole at close: handlers run on moto's threads too
         self.dep = deployment(PARAMETERS, {"SearchCollection": COLLECTION_ID, "Graph": GRAPH_ID})
         self.world = MotoWorld(self.folder)
         self.world.names = AwsNames(
@@ -231,6 +232,8 @@ class Stack:
 
     def close(self) -> None:
         self.close_world()
+        os.environ.clear()
+        os.environ.update(self.saved_environ)
 
     # -- running functions ------------------------------------------------------------------------------
     def env(self, folder: str) -> Callable[[], None]:
