@@ -14,6 +14,10 @@ from ctxstore.adapters.local.fs_blobs import FsBlobStore
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
+from ctxstore.ports.blobs import BlobStore
+from ctxstore.ports.records import RecordStore
+from ctxstore.ports.work_queue import WorkQueue
+from tests.fakes.ports import InMemoryBlobStore, InMemoryRecordStore, InMemoryWorkQueue
 
 Factory = Callable[[Path], tuple[Any, Callable[[], None]]]
 
@@ -35,6 +39,31 @@ def _fs_blobs(tmp: Path) -> tuple[Any, Callable[[], None]]:
 RECORD_STORES: dict[str, Factory] = {"sqlite": _sqlite_records}
 BLOB_STORES: dict[str, Factory] = {"fs": _fs_blobs}
 WORK_QUEUES: dict[str, Factory] = {"sqlite": _sqlite_queue}
+
+
+# ---- the in-memory fakes (tests/fakes/ports): one instance per folder, so a reopen sees the same data ----
+_MEMORY: dict[tuple[Path, str], Any] = {}
+
+
+def _memory(tmp: Path, port: str, make: Callable[[], Any]) -> tuple[Any, Callable[[], None]]:
+    return _MEMORY.setdefault((tmp, port), make()), lambda: None
+
+
+def _memory_records(tmp: Path) -> tuple[RecordStore, Callable[[], None]]:
+    return _memory(tmp, "records", InMemoryRecordStore)
+
+
+def _memory_queue(tmp: Path) -> tuple[WorkQueue, Callable[[], None]]:
+    return _memory(tmp, "queue", InMemoryWorkQueue)
+
+
+def _memory_blobs(tmp: Path) -> tuple[BlobStore, Callable[[], None]]:
+    return _memory(tmp, "blobs", InMemoryBlobStore)
+
+
+RECORD_STORES["memory"] = _memory_records
+BLOB_STORES["memory"] = _memory_blobs
+WORK_QUEUES["memory"] = _memory_queue
 
 
 # ---- AWS adapters under moto (tests/aws/moto_env.py builds the tables and bucket from template.yaml) ----
