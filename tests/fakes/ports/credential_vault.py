@@ -4,7 +4,7 @@ contract demands holds for the same reasons it does on AES-GCM and KMS.
 A sealed value is `mem1:` + base64url(nonce || ciphertext || tag): the plaintext XORed with an
 HMAC-SHA256 key stream of (key, nonce), and a tag over (org, owner, nonce, ciphertext). A value does not
 open under another vault's key, for another (org, owner), or once a byte is changed. Like KMS Encrypt it
-refuses more than 4 KB of plaintext, the smallest limit of the real vaults.
+refuses an empty plaintext and more than 4 KB, the narrowest limits of the real vaults.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ class InMemoryVault:
         return hmac.digest(self._mac_key, len(bound).to_bytes(4, "big") + bound + nonce + body, hashlib.sha256)
 
     def seal(self, org: str, owner: str, plaintext: bytes) -> str:
-        if len(plaintext) > MAX_PLAINTEXT:
-            raise VaultError(f"credentials are {len(plaintext)} bytes; at most {MAX_PLAINTEXT} can be stored")
+        if not 1 <= len(plaintext) <= MAX_PLAINTEXT:
+            raise VaultError(f"credentials are {len(plaintext)} bytes; 1 to {MAX_PLAINTEXT} can be stored")
         nonce = os.urandom(NONCE_BYTES)
         body = bytes(a ^ b for a, b in zip(plaintext, _stream(self._enc_key, nonce, len(plaintext)), strict=True))
         raw = nonce + body + self._tag(org, owner, nonce, body)
