@@ -8,6 +8,7 @@ it. There is no graph fake: an openCypher engine is not something to imitate; gr
 from tests.fakes.ports.blobs import InMemoryBlobStore
 from tests.fakes.ports.clock import FakeClock, RealClock
 from tests.fakes.ports.credential_vault import InMemoryVault
+from tests.fakes.ports.events import RecordingEventSink
 from tests.fakes.ports.records import InMemoryRecordStore
 from tests.fakes.ports.scheduler import InMemoryScheduler
 from tests.fakes.ports.search_index import InMemorySearchIndex
@@ -24,4 +25,5 @@ __all__ = [
     "InMemoryWorkQueue",
     "InMemoryWorkflowStarter",
     "RealClock",
+    "RecordingEventSink",
 ]
