@@ -1,5 +1,6 @@
 """The services built on the in-memory port fakes (tests/fakes/ports), no SQLite and no HTTP: key expiry,
-database provisioning, ingest acceptance and an item's status transitions, with time moved by a FakeClock.
+database provisioning, ingest acceptance, an item's status transitions, connector sync scheduling and
+sealed credentials, with time moved by a FakeClock.
 
 The fakes pass the same contract suites as the real adapters (tests/contract), so what holds here holds
 for the services' logic; the SQLite and AWS stacks are covered by the API and AWS suites.
@@ -15,6 +16,11 @@ import pytest
 
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import IngestRequest, parse_ingest
+from ctxstore.ports.credential_vault import VaultError
+from ctxstore.ports.records import ConditionFailed, Put
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.connectors.credentials import CredentialStore
+from ctxstore.services.connectors.scheduling import BUSY_RETRY_S, SYNC_QUEUE, SyncScheduling
 from ctxstore.services.container import Container
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.events import INDEXING_STATUS_CHANGED
@@ -25,7 +31,9 @@ from tests.fakes.ports import (
     FakeClock,
     InMemoryBlobStore,
     InMemoryRecordStore,
+    InMemoryScheduler,
     InMemorySearchIndex,
+    InMemoryVault,
     InMemoryWorkflowStarter,
     InMemoryWorkQueue,
     RecordingEventSink,
@@ -168,3 +176,43 @@ def test_status_moves_only_for_the_current_version(world: World) -> None:
     assert rec is not None and (rec.data["status"], rec.data["chunk_count"]) == (COMPLETED, 1)
     assert rec.data["updated_at"] == world.clock.now()
     assert statuses(world) == [(QUEUED, None), (PROCESSING, QUEUED), (QUEUED, PROCESSING), (COMPLETED, QUEUED)]
+
+
+def test_connector_syncs_follow_the_scheduler_and_never_run_twice() -> None:
+    clock = FakeClock()
+    queue, scheduler = InMemoryWorkQueue(clock), InMemoryScheduler()
+    sched = SyncScheduling(queue, scheduler, clock)
+    start = clock.now() + 600
+    sched.reschedule("o1", {"connector_id": "c1", "next_sync_at": start, "sync_interval_seconds": 3600})
+    assert sched.enqueue_due() == 0  # not yet
+    clock.advance(600)
+    assert sched.enqueue_due() == 1
+    [job] = queue.claim(SYNC_QUEUE, lease_s=300)
+    assert (job.job_id, job.payload["trigger"]) == ("c1", "schedule")
+    assert sched.enqueue_due() == 0  # fired once for this interval
+    clock.advance(3600)  # due again while the first sync still runs: not queued twice, looked at again soon
+    assert sched.enqueue_due() == 0 and queue.pending(SYNC_QUEUE) == 1
+    assert scheduler.next_at("o1", "c1") == clock.now() + BUSY_RETRY_S
+    queue.complete(job)
+    clock.advance(BUSY_RETRY_S)
+    assert sched.enqueue_due() == 1
+    sched.reschedule("o1", {"connector_id": "c1", "next_sync_at": None, "sync_interval_seconds": 3600})
+    assert scheduler.count() == 0  # a connector without a next sync has no schedule
+
+
+def test_connector_credentials_are_sealed_bound_and_written_compare_and_set() -> None:
+    clock = FakeClock()
+    records = InMemoryRecordStore(clock)
+    creds = CredentialStore(records, InMemoryVault(), clock)
+    records.put("o1", creds.sealed_put("o1", "c1", {"access_token": "xoxb-secret"}, if_version=None))
+    stored = records.get("o1", rk.CONNECTOR_CREDENTIALS, "", "c1")
+    assert stored is not None and "xoxb-secret" not in json.dumps(stored.data)
+    got, version = creds.load("o1", "c1")
+    assert got == {"access_token": "xoxb-secret"}
+    assert creds.save("o1", "c1", {"access_token": "rotated"}, if_version=version) == version + 1
+    with pytest.raises(ConditionFailed):  # a second writer that read the old set loses
+        creds.save("o1", "c1", {"access_token": "other"}, if_version=version)
+    # the sealed value copied onto another connector's record does not open there
+    records.put("o1", Put(rk.CONNECTOR_CREDENTIALS, "", "c2", dict(stored.data)))
+    with pytest.raises(VaultError):
+        creds.load("o1", "c2")
