@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer  # type: ignore[import-not-found]
 
+from ctxstore.adapters.local.sqlite_search_sql import filter_values as _filter_values
 from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
@@ -41,13 +42,6 @@ class _Entry:
     doc: ChunkDoc
     terms: tuple[str, ...]  # stems of title then text, in order (phrases match inside either field)
     title_len: int
-
-
-def _filter_values(value: Any) -> list[Any]:
-    values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
-    if any(isinstance(v, dict | list | tuple) for v in values):
-        raise ValueError("metadata filter values must be scalars or lists of scalars")
-    return values
 
 
 def _same(a: Any, b: Any) -> bool:
