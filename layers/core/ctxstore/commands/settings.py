@@ -11,10 +11,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.client import CtxstoreClient
-from ctxstore.client.urls import parse_base_url
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreClient
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -29,6 +29,8 @@ class SettingError(ValueError):
 
 def checked_url(raw: str, source: str) -> tuple[str, bool]:
     """The URL to use (http:// put in front of a bare host:port) and whether the scheme was assumed."""
+    from ctxstore.client.urls import parse_base_url  # the client loads when a verb runs, not for --help
+
     try:
         parsed = parse_base_url(raw)
     except ValueError as exc:
@@ -93,6 +95,8 @@ class Settings:
         return f"note: the server URL has no scheme; using {self.url} (write https:// for TLS)"
 
     def client(self, database: str | None = None, collection: str | None = None) -> CtxstoreClient:
+        from ctxstore.client import CtxstoreClient
+
         return CtxstoreClient(
             self.url,
             self.api_key,

@@ -1,12 +1,18 @@
-"""The `ctxstore` command: `serve` and `keys` (the server side, unchanged) and the client verbs (typer + rich)."""
+"""The `ctxstore` command, one typer app: `serve` and `keys` (the server side) and the client verbs.
+
+Start-up is kept short (`ctxstore --help` and `ctxstore query` in ≤ 0.3 s, bench/cli_startup.py): the verb
+modules import only typer and the standard library at load time; the client (httpx, pydantic), rich and the
+server's modules load inside the verb that uses them. Help is click's plain help: typer's rich help imports
+rich's markdown and syntax modules, which alone cost more than the rest of `--help`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
+from ctxstore.cli import keys, serve
 from ctxstore.commands import (
     account,
     byog_cmds,
@@ -20,13 +26,10 @@ from ctxstore.commands import (
 )
 from ctxstore.commands.common import GlobalOptions, OutputOpt
 
-ServerMain = Callable[[list[str]], int]
-
 EPILOG = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in exit_codes.TABLE.items()) + "."
-PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
-def build_app(server_main: ServerMain) -> typer.Typer:
+def build_app() -> typer.Typer:
     app = typer.Typer(
         name="ctxstore",
         help="Context store for AI applications: run the server, or use one as a client.",
@@ -34,6 +37,7 @@ def build_app(server_main: ServerMain) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,
     )
 
     @app.callback()
@@ -51,25 +55,16 @@ def build_app(server_main: ServerMain) -> typer.Typer:
     ) -> None:
         ctx.obj = GlobalOptions(url=url, api_key=api_key, config=config, timeout=timeout, output=output)
 
-    @app.command(context_settings=PASS_THROUGH, add_help_option=False)
-    def serve(ctx: typer.Context) -> None:
-        """Run the API, MCP endpoint, workers and scheduler on the embedded backends (`serve --help`)."""
-        raise typer.Exit(server_main(["serve", *ctx.args]))
-
-    @app.command(context_settings=PASS_THROUGH, add_help_option=False)
-    def keys(ctx: typer.Context) -> None:
-        """Manage API keys on this machine's data dir: create | list | revoke (`keys --help`)."""
-        raise typer.Exit(server_main(["keys", *ctx.args]))
-
-    for module in (account, context_cmds, ingest_cmd, database_cmds, byog_cmds, webhook_cmds, doctor, mcp_cmd):
+    verbs = (serve, keys, account, context_cmds, ingest_cmd, database_cmds, byog_cmds, webhook_cmds, doctor)
+    for module in (*verbs, mcp_cmd):
         module.register(app)
     return app
 
 
-def run(argv: list[str], server_main: ServerMain) -> int:
+def run(argv: list[str]) -> int:
     """Run one command line; returns its exit code."""
     try:
-        build_app(server_main)(args=argv, prog_name="ctxstore", standalone_mode=True)
+        build_app()(args=argv, prog_name="ctxstore", standalone_mode=True)
     except SystemExit as done:
         code = done.code
         return code if isinstance(code, int) else (0 if code is None else exit_codes.USAGE)

@@ -1,0 +1,90 @@
+"""The client verbs start without the server's code: `ctxstore --help`, `ctxstore query --help` and a real
+`ctxstore query` load neither ctxstore's server modules nor numpy/FastAPI, and `--help` not even the HTTP client
+or rich. Each command runs in a fresh interpreter, as a user runs it; the modules it loaded are read from there.
+(The times themselves are measured by bench/cli_startup.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.agent.conftest import Served
+
+SERVER_CODE = (
+    "ctxstore.services",
+    "ctxstore.adapters",
+    "ctxstore.connectors",
+    "ctxstore.runtime",
+    "ctxstore.http",
+    "ctxstore.pipeline",
+    "ctxstore.retrieval",
+    "ctxstore.parsing",
+    "ctxstore.console",
+    "ctxstore.config",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "numpy",
+    "boto3",
+)
+CLIENT_CODE = ("ctxstore.client", "httpx", "rich", "tenacity")
+
+# Runs `ctxstore ARGS...` through the real entry point, then writes its exit code and sys.modules to a file
+# (stdout and stderr belong to the command).
+PROBE = """
+import json, sys
+from ctxstore.cli import main
+report, args = sys.argv[1], sys.argv[2:]
+code = main(args)
+with open(report, "w") as fh:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+def loaded(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    report = tmp_path / "modules.json"
+    subprocess.run([sys.executable, "-c", PROBE, str(report), *args], capture_output=True, env=env, timeout=120)
+    found: dict[str, Any] = json.loads(report.read_text())
+    return found["code"], set(found["modules"])
+
+
+def under(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def test_help_loads_neither_server_nor_client_code(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "--help")
+    assert code == 0
+    assert under(modules, SERVER_CODE) == []
+    assert under(modules, CLIENT_CODE) == []
+    assert "ctxstore.cli.app" in modules  # the probe ran the real command
+
+
+def test_query_help_loads_no_server_code_and_no_http_client(tmp_path: Path) -> None:
+    code, modules = loaded(tmp_path, "query", "--help")
+    assert code == 0
+    assert under(modules, SERVER_CODE) == []
+    assert under(modules, CLIENT_CODE) == []
+
+
+def test_a_real_query_loads_the_client_but_no_server_code(served: Served, tmp_path: Path) -> None:
+    db = served.ready_database("startup")
+    env = {"PATH": "/usr/bin:/bin", "CTXSTORE_CONFIG": str(tmp_path / "none.json"), "COLUMNS": "120"}
+    code, modules = loaded(
+        tmp_path, "--url", served.url, "--api-key", served.key, "query", "-d", db, "anything", "-o", "json", env=env
+    )
+    assert code == 0
+    assert under(modules, SERVER_CODE) == []
+    assert {"ctxstore.client", "httpx"} <= modules
+    # httpx's own command line (click, pygments) is skipped: ctxstore.cli.skip_httpx_command_line
+    assert under(modules, ("pygments", "click", "rich.syntax")) == []
+
+
+def test_serve_and_keys_still_load_the_server(tmp_path: Path) -> None:
+    """The other side of the split: `keys` builds the services on the data dir (exit code and output as before)."""
+    code, modules = loaded(tmp_path, "keys", "--data-dir", str(tmp_path / "d"), "list", "--org", "nobody")
+    assert code == 0
+    assert {"ctxstore.runtime", "ctxstore.services.keys"} <= modules
