@@ -11,6 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import typer.main
+
+from ctxstore.cli.app import MODULES, VERBS, build_app, verb_of
 from tests.agent.conftest import Served
 
 SERVER_CODE = (
@@ -32,15 +35,15 @@ SERVER_CODE = (
 )
 CLIENT_CODE = ("ctxstore.client", "httpx", "rich", "tenacity")
 
-# Runs `ctxstore ARGS...` through the real entry point, then writes its exit code and sys.modules to a file
-# (stdout and stderr belong to the command).
+# Runs `ctxstore ARGS...` through the real entry point, then writes its exit code and the modules it imported to
+# a file (stdout and stderr belong to the command; a None entry in sys.modules is an import refused, not loaded).
 PROBE = """
 import json, sys
 from ctxstore.cli import main
 report, args = sys.argv[1], sys.argv[2:]
 code = main(args)
 with open(report, "w") as fh:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+    json.dump({"code": code, "modules": sorted(k for k, v in sys.modules.items() if v is not None)}, fh)
 """
 
 
@@ -88,3 +91,20 @@ def test_serve_and_keys_still_load_the_server(tmp_path: Path) -> None:
     code, modules = loaded(tmp_path, "keys", "--data-dir", str(tmp_path / "d"), "list", "--org", "nobody")
     assert code == 0
     assert {"ctxstore.runtime", "ctxstore.services.keys"} <= modules
+
+
+def test_every_verb_is_in_the_table_that_loads_it_alone() -> None:
+    """A verb missing from MODULES would still run, through the whole app: slowly. The table must be complete."""
+    everything = typer.main.get_group(build_app())
+    assert sorted(everything.commands) == sorted(VERBS)
+    for module, verbs in MODULES.items():
+        alone = typer.main.get_group(build_app(verbs[0]))
+        assert sorted(alone.commands) == sorted(verbs), module
+
+
+def test_the_verb_is_found_past_root_options_and_their_values() -> None:
+    assert verb_of(["query", "list"]) == "query"
+    assert verb_of(["--url", "http://h:1", "-o", "json", "--timeout", "5", "status", "x"]) == "status"
+    assert verb_of(["--api-key", "serve", "list"]) == "list"  # an option's value is never the verb
+    assert verb_of(["--url=http://h:1", "doctor"]) == "doctor"
+    assert verb_of(["--help"]) is None and verb_of([]) is None
