@@ -6,6 +6,7 @@ or rich. Each command runs in a fresh interpreter, as a user runs it; the module
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import typer.main
 
 from ctxstore.cli.app import MODULES, VERBS, build_app, verb_of
+from ctxstore.commands.settings import Settings
 from tests.agent.conftest import Served
 
 SERVER_CODE = (
@@ -108,3 +110,20 @@ def test_the_verb_is_found_past_root_options_and_their_values() -> None:
     assert verb_of(["--api-key", "serve", "list"]) == "list"  # an option's value is never the verb
     assert verb_of(["--url=http://h:1", "doctor"]) == "doctor"
     assert verb_of(["--help"]) is None and verb_of([]) is None
+
+
+def test_only_plain_http_servers_skip_the_ca_bundle() -> None:
+    """https:// keeps the client's own transport (httpx's verified default); http:// gets one without certificates,
+    whose TLS, were it ever used, refuses every certificate."""
+    assert Settings(url="https://ctxstore.example.com").plain_http_transport() is None
+    transport = Settings(url="http://127.0.0.1:1", api_key="csk_x").plain_http_transport()
+    assert transport is not None
+    try:
+        assert transport.base_url == "http://127.0.0.1:1"
+        # httpx keeps the context in its connection pool (httpx 0.28 / httpcore 1.0 attribute names)
+        context = transport._http._transport._pool._ssl_context  # type: ignore[attr-defined]
+        assert isinstance(context, ssl.SSLContext)
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+        assert context.cert_store_stats()["x509_ca"] == 0  # the CA bundle was not read
+    finally:
+        transport.close()
