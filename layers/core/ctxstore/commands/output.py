@@ -9,11 +9,14 @@ import json
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.commands import exit_codes
 
 if TYPE_CHECKING:  # rich and the client load when a verb prints, not for --help
+    from rich.console import Console
+
     from ctxstore.client import CtxstoreError
 
 HINTS: dict[str, str] = {
@@ -83,12 +86,21 @@ class Format(StrEnum):
 
 class Output:
     def __init__(self, fmt: Format = Format.table) -> None:
+        self.fmt = fmt
+
+    # The consoles are made on first use: `-o json` writes with json.dumps and never loads rich.
+    # emoji=False: stored text prints as stored (":fire:" stays ":fire:"), and rich's emoji table never loads.
+    @cached_property
+    def out(self) -> Console:
         from rich.console import Console
 
-        self.fmt = fmt
-        # emoji=False: stored text prints as stored (":fire:" stays ":fire:"), and rich's emoji table never loads.
-        self.out = Console(soft_wrap=False, emoji=False)
-        self.err = Console(stderr=True, emoji=False)
+        return Console(soft_wrap=False, emoji=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, emoji=False)
 
     @property
     def json(self) -> bool:
