@@ -12,7 +12,7 @@ import sys
 
 def skip_httpx_command_line() -> None:
     """httpx imports its own command line (click, pygments, rich.syntax, rich.progress) whenever those packages are
-    installed, as they are here: about a third of a client verb's start-up. ctxstore never runs `httpx.main`, so the
+    installed, as they are here: about a quarter of a client verb's start-up. ctxstore never runs `httpx.main`, so the
     import is refused and httpx falls back to its stub (its `except ImportError` branch)."""
     if "httpx" not in sys.modules:
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
