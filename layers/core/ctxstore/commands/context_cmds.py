@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctxstore.client import ItemStatus
 from ctxstore.commands import exit_codes
 from ctxstore.commands.common import (
     CollectionOpt,
@@ -22,6 +21,9 @@ from ctxstore.commands.common import (
     connect,
 )
 from ctxstore.commands.output import Output
+
+if TYPE_CHECKING:
+    from ctxstore.client import ItemStatus
 
 SNIPPET = 160
 
