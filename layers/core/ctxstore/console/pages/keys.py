@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -17,8 +16,7 @@ router = APIRouter()
 EXPIRY_CHOICES = [("", "Never"), ("1d", "1 day"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days")]
 
 
-def when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+when = web.when
 
 
 def _page(request: Request, caller: web.Caller, status: int = 200, **values: object) -> Response:
@@ -104,4 +102,4 @@ async def revoke_key(prefix: str, request: Request, caller: web.Write) -> Respon
     if prefix == caller.principal.key_prefix:
         web.sessions(request).end(caller.session)
         return web.redirect(request, "/sign-in?ended=key")
-    return _page(request, caller, revoked=prefix)
+    return web.done(request, caller, "/keys", revoked=prefix)
