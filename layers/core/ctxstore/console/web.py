@@ -13,6 +13,8 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 from ctxstore.console import outcomes as outcome_store
 from ctxstore.console.form_tokens import OneTimeForms
@@ -93,7 +95,17 @@ def size(n: int | float | None) -> str:
     return f"{value:.1f} TB"
 
 
+# CommonMark with raw HTML off: a `<script>` in an item is shown as text; markdown-it also refuses
+# javascript:/vbscript:/file: links and data: links other than images.
+_markdown = MarkdownIt("commonmark", {"html": False})
+
+
+def markdown(text: str | None) -> Markup:
+    return Markup(_markdown.render(text or ""))  # safe: markdown-it escapes every raw HTML tag (html off)
+
+
 templates.filters["relative"] = relative
+templates.filters["markdown"] = markdown
 templates.filters["when"] = when
 templates.filters["size"] = size
 
