@@ -181,6 +181,19 @@ def test_a_refused_webhook_url_and_the_test_event_under_deliveries(page: Page, s
         receiver.close()
 
 
+def test_api_keys_have_names(page: Page, server: ServerProcess) -> None:
+    page.goto(server.base_url + "/console/keys")
+    page.fill("#key-name", "billing worker")
+    page.click("text=Create key")
+    prefix = page.input_value("#new-key").split("_")[1]
+    expect(page.locator("#new-key-title")).to_contain_text("billing worker")
+    page.goto(server.base_url + "/console/keys")
+    row = page.locator("tbody tr", has_text=prefix)
+    expect(row.locator("[data-key-name]")).to_have_text("billing worker")
+    page.fill("#key-name", "x" * 81)  # the field stops at 80; the service refuses more all the same
+    assert len(page.input_value("#key-name")) == 80
+
+
 def test_adding_an_item_leaves_a_get_address_that_reloads_without_posting(
     page: Page, server: ServerProcess, seeded: dict[str, Any]
 ) -> None:

@@ -25,6 +25,7 @@ def _page(request: Request, caller: web.Caller, status: int = 200, **values: obj
     rows = [
         {
             "prefix": k.prefix,
+            "name": k.name,
             "created": when(k.created_at),
             "expires": when(k.expires_at) or "Never",
             "last_used": when(k.last_used_at) or "Not yet",
@@ -59,6 +60,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
     form = await request.form()
     expiry = web.form_str(form, "expires_in")
     scoped = web.form_str(form, "scope") == "some"
+    name = web.form_str(form, "name")
     chosen = [v for v in form.getlist("databases") if isinstance(v, str) and v]
     # A reload of the answer posts this form again: its one-time token makes that create nothing.
     once, form_token = web.forms(request), web.form_str(form, "form_token")
@@ -73,7 +75,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
         if scoped and not chosen:
             raise ApiError(ErrorCode.INVALID_INPUT, "choose at least one database, or allow all databases")
         new_key = caller.services.keys.create_for(
-            caller.principal, expires_in_s=seconds, databases=chosen if scoped else None
+            caller.principal, expires_in_s=seconds, databases=chosen if scoped else None, name=name
         )
     except ApiError as err:
         once.release(caller.session, form_token)
@@ -81,7 +83,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
     prefix = new_key.split("_")[1]
     once.record(caller.session, form_token, {"prefix": prefix})
     # The one response that carries the secret: not cached, never shown again.
-    return _page(request, caller, status=201, new_key=new_key, new_prefix=prefix)
+    return _page(request, caller, status=201, new_key=new_key, new_prefix=prefix, new_name=name)
 
 
 def _repeated(request: Request, earlier: dict[str, object]) -> web.Problem:
