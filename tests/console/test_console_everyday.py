@@ -20,9 +20,11 @@ from playwright.sync_api import ConsoleMessage, Page, expect
 
 from tests.console.browser import sign_in
 from tests.console.test_console_flows import Receiver
+from tests.fakes.slack_api import FakeSlack
 from tests.support.server import ServerProcess
 
 DB = "daily"
+SLACK_TOKEN = "xoxb-everyday-test-secret"
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?(\.\d+)?Z?( UTC)?")
 ONE_FORMAT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC")
 
@@ -42,7 +44,7 @@ def errors(page: Page) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def seeded(server: ServerProcess, admin_key: str) -> Iterator[dict[str, Any]]:
+def seeded(server: ServerProcess, admin_key: str, slack: FakeSlack) -> Iterator[dict[str, Any]]:
     api = server.client(admin_key)
     assert api.post("/databases", json={"database": DB}).status_code == 202
     items = [
@@ -56,7 +58,15 @@ def seeded(server: ServerProcess, admin_key: str) -> Iterator[dict[str, Any]]:
     assert r.status_code == 202, r.text
     memory_id = r.json()["data"]["results"][0]["id"] if "data" in r.json() else r.json()["results"][0]["id"]
     assert api.post("/byog/databases", json={"database": "daily-kg"}).status_code == 200
-    yield {"api": api, "memory": memory_id}
+    slack.add_token(SLACK_TOKEN)
+    slack.add_channel("C0DAILY", "daily-standup-and-other-long-channel-names")
+    body = {"provider": "slack", "database": DB, "credentials": {"access_token": SLACK_TOKEN}}
+    made = api.post("/connectors", json=body)
+    assert made.status_code == 201, made.text
+    connector = made.json().get("data", made.json())["connector_id"]
+    r = api.post(f"/connectors/{connector}/configure", json={"resources": [{"resource_id": "C0DAILY"}]})
+    assert r.status_code == 200, r.text
+    yield {"api": api, "memory": memory_id, "connector": connector}
     api.close()
 
 
@@ -102,7 +112,8 @@ def test_items_search_by_title_or_id_and_untitled_items_show_their_first_words(
 def test_item_pages_render_markdown_safely_and_sizes_in_human_units(page: Page, server: ServerProcess) -> None:
     page.goto(server.base_url + f"/console/databases/{DB}/item?id=guide-1&collection=&type=knowledge")
     content = page.locator("[data-content]")
-    expect(content.locator("h1, h2, h3", has_text="Welcome")).to_have_count(1)  # '# Welcome', rendered
+    expect(content.locator("h3", has_text="Welcome")).to_have_count(1)  # '# Welcome', below the page's h1 and h2
+    expect(page.locator("h1")).to_have_count(1)
     expect(content.locator("strong")).to_have_text("this")
     size = page.locator("dt:text-is('Size') + dd")
     expect(size).to_have_text(re.compile(r"^\d+ bytes?$|^\d+\.\d (KB|MB)$"))
@@ -212,7 +223,7 @@ def test_adding_an_item_leaves_a_get_address_that_reloads_without_posting(
 
 
 def test_at_1024x700_the_playground_results_are_in_view_and_no_table_scrolls_sideways(
-    page: Page, server: ServerProcess
+    page: Page, server: ServerProcess, seeded: dict[str, Any]
 ) -> None:
     page.set_viewport_size({"width": 1024, "height": 700})
     try:
@@ -229,6 +240,7 @@ def test_at_1024x700_the_playground_results_are_in_view_and_no_table_scrolls_sid
             "/console/keys",
             "/console/webhooks",
             "/console/connectors",
+            f"/console/connectors/{seeded['connector']}",
             f"/console/databases/{DB}",
         ):
             page.goto(server.base_url + path)

@@ -101,7 +101,12 @@ _markdown = MarkdownIt("commonmark", {"html": False})
 
 
 def markdown(text: str | None) -> Markup:
-    return Markup(_markdown.render(text or ""))  # safe: markdown-it escapes every raw HTML tag (html off)
+    """An item's text as HTML. Its headings start at h3: the page's h1 is the item and its h2 the section."""
+    tokens = _markdown.parse(text or "")
+    for t in tokens:
+        if t.type in ("heading_open", "heading_close"):
+            t.tag = f"h{min(6, int(t.tag[1]) + 2)}"
+    return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))  # safe: markdown-it escapes every raw HTML tag (html off)
 
 
 templates.filters["relative"] = relative
