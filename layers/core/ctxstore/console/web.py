@@ -106,7 +106,8 @@ def markdown(text: str | None) -> Markup:
     for t in tokens:
         if t.type in ("heading_open", "heading_close"):
             t.tag = f"h{min(6, int(t.tag[1]) + 2)}"
-    return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))  # safe: markdown-it escapes every raw HTML tag (html off)
+    # Safe: markdown-it escapes every raw HTML tag (html off).
+    return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))
 
 
 templates.filters["relative"] = relative
