@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ctxstore.domain import connector_rules as rules
@@ -483,7 +484,12 @@ class ConnectorService:
         provider = self._provider(rec.data["provider"])
         n = self._limit(limit)
         ctx = self._call(provider, lambda: auth.context(principal.org, rec.data, provider))
-        page = self._call(provider, lambda: provider.discover(ctx, cursor=cursor, limit=n))
+        page = self._call(
+            provider,
+            lambda: auth.call(
+                principal.org, rec.data, provider, ctx, lambda: provider.discover(ctx, cursor=cursor, limit=n)
+            ),
+        )
         return self._page_view(provider.info.provider, page, cursor is not None or limit is not None)
 
     def preview(self, body: dict[str, Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
@@ -573,7 +579,11 @@ class ConnectorService:
         return data
 
     def _probe(
-        self, provider: ConnectorProvider, ctx: ProviderContext, resource: dict[str, Any], lookback_days: int
+        self,
+        provider: ConnectorProvider,
+        probe: Callable[[SyncRequest], bool],
+        resource: dict[str, Any],
+        lookback_days: int,
     ) -> str | None:
         """None when the resource would produce something; else why it is a warning."""
         name = resource.get("name") or resource["resource_id"]
@@ -585,18 +595,19 @@ class ConnectorService:
             resource_metadata=dict(resource.get("provider_metadata") or {}),
         )
         try:
-            if provider.probe(ctx, request):
+            if probe(request):
                 return None
             return f"resource '{name}' ({resource['resource_id']}) produced nothing when probed"
-        except (ResourceUnavailable, CredentialsRejected) as exc:
+        except (ResourceUnavailable, CredentialsRejected, TokenExpired, RefreshRejected) as exc:
             raise provider_failure(provider.info.provider, exc) from None
         except ProviderError as exc:
             return f"resource '{name}' ({resource['resource_id']}) could not be probed: {exc}"
 
-    def _discovered(self, provider: ConnectorProvider, ctx: ProviderContext) -> dict[str, Any]:
+    @staticmethod
+    def _discovered(discover: Callable[[], DiscoverPage]) -> dict[str, Any]:
         """Resource facts by id, from one discover call (used to fill names, types and provider metadata)."""
         try:
-            page = provider.discover(ctx)
+            page = discover()
         except ProviderError:
             return {}
         return {r.resource_id: r for r in page.resources}
@@ -628,7 +639,12 @@ class ConnectorService:
             seen.add(cfg["resource_id"])
             configs.append(cfg)
         ctx = self._call(provider, lambda: auth.context(principal.org, c, provider))
-        known = self._discovered(provider, ctx)
+        # Both refresh and retry once when the access token died before its expires_at, like a sync.
+        known = self._discovered(lambda: auth.call(principal.org, c, provider, ctx, lambda: provider.discover(ctx)))
+
+        def probe(request: SyncRequest) -> bool:
+            return auth.call(principal.org, c, provider, ctx, lambda: provider.probe(ctx, request))
+
         warnings: list[str] = []
         for cfg in configs:
             found = known.get(cfg["resource_id"])
@@ -640,7 +656,7 @@ class ConnectorService:
                 warnings.append(f"resource '{cfg['resource_id']}' was not among the discovered resources")
             existing = self.store.resource(principal.org, connector_id, cfg["resource_id"])
             if existing is None or not first_sync_done(existing.data):
-                warning = self._probe(provider, ctx, cfg, lookback)
+                warning = self._probe(provider, probe, cfg, lookback)
                 if warning:
                     warnings.append(warning)
         for cfg in configs:
