@@ -158,6 +158,7 @@ class GmailSession:
                         ) from None
                     quota_waits += 1
                     waited += wait
+                    self._ctx.rate_limited(wait)
                     self._ctx.sleep(wait)
                     continue
                 if a.status >= 500 and budget.retry():

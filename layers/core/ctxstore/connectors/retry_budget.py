@@ -24,6 +24,7 @@ class RetryBudget:
         if wait > self._ctx.max_wait_s or self._waits >= RATE_LIMIT_WAITS:
             return False
         self._waits += 1
+        self._ctx.rate_limited(wait)
         self._ctx.sleep(wait)
         return True
 

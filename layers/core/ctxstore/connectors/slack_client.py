@@ -86,7 +86,9 @@ class RateLimitWithin(RateLimitErrorRetryHandler):
         error: Exception | None = None,
     ) -> None:
         state.next_attempt_requested = True
-        self._ctx.sleep(_retry_after(response.headers) if response is not None else 1.0)
+        wait = _retry_after(response.headers) if response is not None else 1.0
+        self._ctx.rate_limited(wait)  # only 429s are retried here (should_retry)
+        self._ctx.sleep(wait)
         state.increment_current_attempt()
 
 

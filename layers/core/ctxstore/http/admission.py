@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-HEALTH_PATHS = ("/health",)
+HEALTH_PATHS = ("/health", "/ready", "/metrics")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI
 
 from ctxstore.console.mount import mount as mount_console
-from ctxstore.http import factory, mcp_mount
+from ctxstore.http import factory, mcp_mount, observe_routes
+from ctxstore.http.observe_middleware import ObserveMiddleware
 from ctxstore.http.routers import (
     byog,
     connectors,
@@ -36,9 +37,15 @@ ALL_ROUTERS: tuple[APIRouter, ...] = (
 )
 
 
-def create_app(services: Services, routers: Sequence[APIRouter] = ALL_ROUTERS) -> FastAPI:
+def create_app(
+    services: Services,
+    routers: Sequence[APIRouter] = ALL_ROUTERS,
+    observability: observe_routes.Observability | None = None,
+) -> FastAPI:
     """Every router, MCP at /mcp and the web console (the local server). Lambdas use http.factory instead."""
     app = factory.create_app(services, routers)
+    observe_routes.install(app, observability or observe_routes.Observability())
+    app.add_middleware(ObserveMiddleware)  # outermost: admission refusals are measured too
     mcp_mount.install(app, services)
     mount_console(app, services)
     return app

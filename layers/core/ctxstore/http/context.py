@@ -44,8 +44,18 @@ def get_context(scope: Scope) -> RequestContext:
     return ctx  # type: ignore[no-any-return]
 
 
+# /metrics checks its own access (http/observe_routes.py).
 # /favicon.ico: browsers ask for it on every console page (console/mount.py serves it).
-PUBLIC_PATHS = ("/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/favicon.ico")
+PUBLIC_PATHS = (
+    "/health",
+    "/ready",
+    "/metrics",
+    "/openapi.json",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/favicon.ico",
+)
 
 
 def route_family(path: str) -> str:

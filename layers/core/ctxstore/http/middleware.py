@@ -18,6 +18,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore import API_VERSION
+from ctxstore import observability as obs
 from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.http.admission import Admission, Refused
@@ -96,6 +97,7 @@ class ConventionsMiddleware:
                 try:
                     await gate.enter()
                 except Refused as refused:
+                    obs.count(obs.ADMISSION_REFUSED, klass=klass or "")
                     log.warning("refused (request_id=%s): %s", ctx.request_id, refused)
                     err = ApiError(
                         ErrorCode.SERVICE_UNAVAILABLE, str(refused), headers={"Retry-After": str(refused.retry_after_s)}

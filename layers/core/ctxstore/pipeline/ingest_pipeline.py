@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore import observability as obs
 from ctxstore.domain.chunking import DEFAULT_WHOLE_BELOW, Chunk, chunk_id, chunk_markdown, embedding_input
 from ctxstore.domain.conversation import Turn, pair_turns, turn_chunks
 from ctxstore.domain.errors import StoreUnavailable
@@ -164,11 +166,13 @@ class IngestPipeline:
     def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: dict[str, Any]) -> list[Chunk] | None:
         """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:
-            parsed = self.parse(org, record)
+            with _step("parse"):
+                parsed = self.parse(org, record)
         except ParseError as exc:
             self._set(org, ref, version, ERRORED, error_code=exc.code or PARSE_FAILED, error_message=str(exc))
             return None
-        return self.chunk(ref, record, parsed)
+        with _step("chunk"):
+            return self.chunk(ref, record, parsed)
 
     def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
         """Index the chunks and mark the item graph_creation (searchable from here): one write of them all."""
@@ -185,7 +189,7 @@ class IngestPipeline:
         record as it is now, so a PATCH that landed while this version was parsed and embedded is not undone."""
         idx = self._c.search_index
         assert idx is not None
-        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
+        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS), _step("index"):
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
@@ -202,7 +206,7 @@ class IngestPipeline:
     def publish_many(self, org: str, items: Sequence[tuple[ItemRef, str, list[ChunkDoc]]]) -> list[bool]:
         """publish() for several (item, version, chunks) of one org under their locks, in one index write
         and one status write; False for an item replaced or deleted meanwhile (nothing of it is written)."""
-        with self._items.lock_many(org, [ref for ref, _, _ in items], wait_s=STEP_WAIT_SECONDS):
+        with self._items.lock_many(org, [ref for ref, _, _ in items], wait_s=STEP_WAIT_SECONDS), _step("index"):
             current = [self.current(org, ref, version) for ref, version, _ in items]
             live = [(item, rec) for item, rec in zip(items, current, strict=True) if rec is not None]
             docs: list[ChunkDoc] = []
@@ -225,7 +229,8 @@ class IngestPipeline:
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
-            return self._graph_step(org, ref, record, chunks)
+            with _step("graph"):
+                return self._graph_step(org, ref, record, chunks)
 
     def complete(self, org: str, ref: ItemRef, version: str, relations: int) -> None:
         self._set(org, ref, version, COMPLETED, extra={"relations_created": relations})
@@ -301,7 +306,8 @@ class IngestPipeline:
         todo = [c for c in chunks if c.id not in known]
         for start in range(0, len(todo), self._cfg.embed_batch):
             batch = todo[start : start + self._cfg.embed_batch]
-            vectors = embedder.embed_documents([embedding_input(title, c) for c in batch])
+            with _step("embed"):
+                vectors = embedder.embed_documents([embedding_input(title, c) for c in batch])
             for c, v in zip(batch, vectors, strict=True):
                 known[c.id] = v
         return known
@@ -372,6 +378,11 @@ class IngestPipeline:
     def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
         if not self._items.set_status(org, ref, version, status, **kw):
             raise StaleJob()
+
+
+def _step(name: str) -> AbstractContextManager[None]:
+    """A pipeline step measured (ctxstore_pipeline_step_duration_seconds) and traced (span ingest.<step>)."""
+    return obs.timed(obs.PIPELINE_STEP, f"ingest.{name}", step=name)
 
 
 def has_inferred(chunks: Iterable[Chunk]) -> bool:

@@ -99,6 +99,7 @@ class ProviderContext:
     # right after a refresh and before the new refresh token is used again.
     save_credentials: Callable[[dict[str, Any]], None] = lambda creds: None
     sleep: Callable[[float], None] = lambda s: None  # the service's interruptible sleep (rate-limit waits)
+    rate_limited: Callable[[float], None] = lambda s: None  # told each provider-requested wait it sits out (metrics)
     now: Callable[[], float] = lambda: 0.0  # the service's clock, epoch seconds
     http_timeout_s: float = 30.0
     max_wait_s: float = 60.0  # longest provider-requested wait sat out inside one call

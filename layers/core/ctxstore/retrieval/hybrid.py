@@ -6,6 +6,7 @@ lanes run on a worker thread while the query is embedded; the vector lanes follo
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore import observability as obs
 from ctxstore.ports.embedder import Embedder
 from ctxstore.ports.reranker import Reranker
 from ctxstore.ports.search_index import SearchFilter, SearchIndex, Store
@@ -94,18 +96,28 @@ class HybridRetriever:
     ) -> Pass:
         pending: Future[list[LaneHits]] | None = None
         if keyword:
-            pending = _POOL.submit(self.keyword_lanes, scope, keyword_text, operator, depth)
+            # The lane's thread runs in a copy of this context: its span is a child of the query's.
+            pending = _POOL.submit(contextvars.copy_context().run, self._keyword, scope, keyword_text, operator, depth)
         lanes: list[LaneHits] = []
         qvec: Vector | None = None
         try:
             if vector:
-                qvec = vector_override if vector_override is not None else self.embed(vector_text)
+                if vector_override is not None:
+                    qvec = vector_override
+                else:
+                    with obs.timed(obs.QUERY_LANE, "query.embed", lane="embed"):
+                        qvec = self.embed(vector_text)
                 if qvec is not None:
-                    lanes += self.vector_lanes(scope, qvec, depth)
+                    with obs.timed(obs.QUERY_LANE, "query.vector_lanes", lane="vector"):
+                        lanes += self.vector_lanes(scope, qvec, depth)
         finally:
             if pending is not None:
                 lanes = pending.result() + lanes
         return Pass(lanes, qvec)
+
+    def _keyword(self, scope: RetrievalScope, text: str, operator: str, depth: int) -> list[LaneHits]:
+        with obs.timed(obs.QUERY_LANE, "query.keyword_lanes", lane="keyword"):
+            return self.keyword_lanes(scope, text, operator, depth)
 
     def with_items(self, scope: RetrievalScope, item_ids: Sequence[str]) -> RetrievalScope:
         return replace(scope, item_ids=list(item_ids))

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from standardwebhooks import Webhook
 
+from ctxstore import observability as obs
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.network_policy import address_refusal
@@ -434,6 +435,8 @@ class WebhookService:
         else:
             result = self._attempt(str(hook.data["url"]), str(hook.data.get("signing_secret") or ""), rec.data)
         self._record_attempt(org, key_prefix, delivery_id, gen, result, counted=hook is not None)
+        outcome = "delivered" if result.delivered else "retrying" if result.retry else PERMANENTLY_FAILED
+        obs.count(obs.WEBHOOK_DELIVERY, outcome=outcome)
         return result
 
     def _attempt(self, url: str, secret: str, delivery: dict[str, Any]) -> AttemptResult:

@@ -11,6 +11,7 @@ import threading
 import uuid
 from typing import Any
 
+from ctxstore import observability as obs
 from ctxstore.domain import connector_rules as rules
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import json_object
@@ -116,6 +117,7 @@ class ConnectorService:
             "base_url": base_url,
             "token_url": token_url or None,
             "sleep": self._stop.wait,
+            "rate_limited": lambda seconds: obs.observe(obs.CONNECTOR_RATE_LIMIT_WAIT, seconds, provider=provider),
             "now": self._c.clock.now,
             "http_timeout_s": o.connector_http_timeout_s,
             "max_wait_s": o.connector_max_wait_s,

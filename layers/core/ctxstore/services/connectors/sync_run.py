@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ctxstore import observability as obs
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.connector_rules import DEFAULT_LOOKBACK_DAYS, reconcile_due
 from ctxstore.domain.errors import StoreUnavailable
@@ -138,7 +139,9 @@ class SyncRunner:
             log.exception("connector %s: sync failed", connector_id)
             outcome.error = "internal error during the sync (see the server log)"
         self._finish(org, connector_id, outcome)
-        return "blocked" if outcome.blocked else "error" if outcome.error else "more" if outcome.more else "done"
+        result = "blocked" if outcome.blocked else "error" if outcome.error else "more" if outcome.more else "done"
+        obs.count(obs.CONNECTOR_SYNC, provider=str(rec.data["provider"]), outcome=result)
+        return result
 
     def _run(self, org: str, connector_id: str, provider: ConnectorProvider, out: Outcome) -> None:
         rec = self._require(org, connector_id)
