@@ -16,6 +16,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
+    log_format: Literal["text", "json"] = "text"  # CTXSTORE_LOG_FORMAT / `serve --log-format`: json = JSON lines
+    # CTXSTORE_METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <it>`; else loopback clients only
+    metrics_token: str = ""
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
     # Admission control of `serve` (docs/api.md, Overload): requests run at once per class (0: no gate).
     max_inflight_queries: int = 6  # CTXSTORE_MAX_INFLIGHT_QUERIES: POST /query and subgraph reads

@@ -30,6 +30,7 @@ def server_settings(
     host: str | None = None,
     port: int | None = None,
     allow_private_webhooks: bool = False,
+    log_format: str | None = None,
 ) -> Settings:
     """The server's settings (environment and defaults), with the flags given on the command line on top."""
     from ctxstore.config import Settings
@@ -43,6 +44,8 @@ def server_settings(
         overrides["port"] = port
     if allow_private_webhooks:
         overrides["allow_private_webhooks"] = True
+    if log_format is not None:
+        overrides["log_format"] = log_format
     return Settings(**overrides)  # type: ignore[arg-type]
 
 
@@ -62,16 +65,19 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
 
 def run_server(settings: Settings) -> int:
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from ctxstore.http.app import create_app
+    from ctxstore.observability import json_log
     from ctxstore.pipeline.connector_scheduler import SchedulerLoop
     from ctxstore.pipeline.jobs import connector_spec, queue_specs
     from ctxstore.pipeline.local_runner import LocalRunner
     from ctxstore.runtime import build_container
     from ctxstore.runtime.local import local_work_signal, recover_local
+    from ctxstore.runtime.observability import start_observability
     from ctxstore.services.registry import build_services
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    json_log.configure(settings.log_format)
     lock = _lock_data_dir(settings.data_dir)
     container = build_container(settings)
     services = build_services(container)
@@ -83,6 +89,7 @@ def run_server(settings: Settings) -> int:
     if released:
         logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
+    observed = start_observability(settings, container)  # before the workers: their steps are measured
     wake = local_work_signal(container)
     runner = LocalRunner(
         container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers, wake=wake
@@ -98,9 +105,10 @@ def run_server(settings: Settings) -> int:
     sync_runner.start()
     scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connector_tick_s)
     scheduler.start()
-    app = create_app(services)
+    app = create_app(services, observability=observed.observability)
     # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
     # while an overloaded loop had not yet read the next request on them, and clients saw no answer at all.
+    json_lines = settings.log_format == "json"
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -109,6 +117,9 @@ def run_server(settings: Settings) -> int:
         timeout_graceful_shutdown=10,
         timeout_keep_alive=75,
         backlog=4096,
+        # JSON lines: uvicorn's loggers propagate to ours; our access line (with the request id) replaces its.
+        log_config=None if json_lines else LOGGING_CONFIG,
+        access_log=not json_lines,
     )
     server = uvicorn.Server(config)
     # uvicorn re-raises the signal after its graceful shutdown; these handlers absorb it so the
@@ -122,6 +133,7 @@ def run_server(settings: Settings) -> int:
         connectors.stop()  # wakes provider waits so the sync runner can stop
         sync_runner.stop()
         runner.stop()
+        observed.close()
         container.close()
         lock.close()
     return 0
@@ -139,7 +151,13 @@ def register(app: typer.Typer) -> None:
                 "--allow-private-webhooks", help="Let webhooks reach loopback/private addresses (tests, local hooks)."
             ),
         ] = False,
+        log_format: Annotated[
+            str | None,
+            typer.Option("--log-format", help="Log lines as 'text' (default) or 'json' (one object per line)."),
+        ] = None,
     ) -> None:
         """Run the API, MCP endpoint, workers and scheduler on the embedded backends."""
-        settings = server_settings(data_dir, host=host, port=port, allow_private_webhooks=allow_private_webhooks)
+        settings = server_settings(
+            data_dir, host=host, port=port, allow_private_webhooks=allow_private_webhooks, log_format=log_format
+        )
         raise typer.Exit(run_server(settings))

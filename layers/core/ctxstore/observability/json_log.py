@@ -44,3 +44,5 @@ def configure(log_format: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)
+    # Text mode keeps uvicorn's access lines; JSON mode replaces them with ours (which carry the request id).
+    logging.getLogger(ACCESS_LOGGER).setLevel(logging.INFO if log_format == "json" else logging.WARNING)

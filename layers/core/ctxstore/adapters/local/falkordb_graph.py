@@ -140,6 +140,10 @@ class FalkorGraphStore:
     def close(self) -> None:
         self._pool.disconnect()
 
+    def warm(self) -> None:
+        """Start the engine now and return once it has loaded its data (`serve`'s warm-up; /ready waits on it)."""
+        self._engine.ensure_started()
+
     def _key(self, org: str, graph: str) -> str:
         return org_prefix(org) + graph
 

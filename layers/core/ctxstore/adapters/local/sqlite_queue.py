@@ -123,6 +123,11 @@ class SqliteWorkQueue:
         ).fetchone()
         return int(row[0])
 
+    def depth_by_state(self) -> dict[tuple[str, str], int]:
+        """Jobs per (queue, state) for the metrics: ready (due or delayed), leased, dead."""
+        rows = self._db.conn.execute("SELECT queue, state, COUNT(*) FROM jobs GROUP BY queue, state").fetchall()
+        return {(str(q), str(s)): int(n) for q, s, n in rows}
+
     def dead(self, queue: str) -> list[tuple[str, str]]:
         rows = self._db.conn.execute(
             "SELECT job_id, COALESCE(last_error,'') FROM jobs WHERE queue=? AND state='dead'", (queue,)

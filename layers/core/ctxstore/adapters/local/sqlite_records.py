@@ -38,6 +38,13 @@ class SqliteRecordStore:
         sk, version, expires_at, body = row
         return Record(kind=kind, pk=pk, sk=sk, data=json.loads(body), version=version, expires_at=expires_at)
 
+    def count_by(self, kind: str, field: str) -> dict[str, int]:
+        """Records of a kind across organisations, counted by one top-level field (items by status: metrics)."""
+        rows = self._db.conn.execute(
+            "SELECT json_extract(body, ?), COUNT(*) FROM records WHERE kind=? GROUP BY 1", ("$." + field, kind)
+        ).fetchall()
+        return {str(v): int(n) for v, n in rows if v is not None}
+
     def get(self, org: str, kind: str, pk: str, sk: str) -> Record | None:
         row = self._db.conn.execute(
             "SELECT sk, version, expires_at, body FROM records WHERE org=? AND kind=? AND pk=? AND sk=?"

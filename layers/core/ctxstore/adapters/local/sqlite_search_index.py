@@ -80,6 +80,16 @@ class SqliteSearchIndex:
     def close(self) -> None:
         self._db.close()
 
+    def warm_vectors(self) -> int:
+        """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
+        keys = [
+            (str(o), str(d), str(s))
+            for o, d, s in self._db.conn.execute("SELECT org, database, store FROM vector_scopes")
+        ]
+        for key in keys:
+            self._scope(key)
+        return len(keys)
+
     # -- writes ---------------------------------------------------------------------------------
 
     @staticmethod
