@@ -45,7 +45,8 @@ def create_app(
     """Every router, MCP at /mcp and the web console (the local server). Lambdas use http.factory instead."""
     app = factory.create_app(services, routers)
     observe_routes.install(app, observability or observe_routes.Observability())
-    app.add_middleware(ObserveMiddleware)  # outermost: admission refusals are measured too
+    # Outermost: admission refusals are measured too. The routers' own routes name what is answered before routing.
+    app.add_middleware(ObserveMiddleware, routes=[route for router in routers for route in router.routes])
     mcp_mount.install(app, services)
     mount_console(app, services)
     return app

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore import observability as obs
@@ -20,16 +22,21 @@ access = logging.getLogger(ACCESS_LOGGER)
 UNMATCHED = "unmatched"  # a path no route serves: never the raw path (unbounded, and it may carry tokens)
 
 
-def route_template(scope: Scope) -> str:
-    """The matched route's template (`/context/items/{item_id}`), or the mount's prefix (`/console`)."""
+def route_template(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
+    """The matched route's template (`/connectors/{connector_id}`), or the mount's prefix (`/console`).
+
+    A request answered before routing (401, 503 from admission) is matched here against `routes`."""
     route = scope.get("route")
+    if route is None:
+        route = next((r for r in routes if r.matches(scope)[0] is not Match.NONE), None)
     path = getattr(route, "path", None)
     return path if isinstance(path, str) and path else UNMATCHED
 
 
 class ObserveMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,9 +58,8 @@ class ObserveMiddleware:
             finally:
                 self._record(scope, method, status, time.perf_counter() - started, span)
 
-    @staticmethod
-    def _record(scope: Scope, method: str, status: int, seconds: float, span: Any) -> None:
-        route = route_template(scope)
+    def _record(self, scope: Scope, method: str, status: int, seconds: float, span: Any) -> None:
+        route = route_template(scope, self.routes)
         ctx = get_context(scope)
         org = ctx.principal.org if ctx.principal is not None else None
         obs.observe(obs.REQUEST, seconds, route=route, method=method, status=str(status))

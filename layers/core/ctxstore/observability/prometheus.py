@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -24,6 +24,9 @@ from ctxstore import observability as obs
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 STEP_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 STATE_CACHE_S = 10.0  # state gauges are counted at most this often (a count of 1M items is not free)
+
+# No `_created` series per counter: they double the text and no dashboard here reads them (process-wide switch).
+disable_created_metrics()
 
 
 @dataclass
@@ -37,21 +40,22 @@ class StateSources:
 @dataclass
 class _Cached:
     read: Callable[[], Mapping[Any, int]]
+    cache_s: float
     at: float = -1e9
     value: Mapping[Any, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self) -> Mapping[Any, int]:
         with self.lock:
-            if time.monotonic() - self.at >= STATE_CACHE_S:
+            if time.monotonic() - self.at >= self.cache_s:
                 self.value, self.at = dict(self.read()), time.monotonic()
             return self.value
 
 
 class _StateCollector(Collector):
-    def __init__(self, sources: StateSources) -> None:
-        self._queue = _Cached(sources.queue_depth)
-        self._items = _Cached(sources.item_statuses)
+    def __init__(self, sources: StateSources, cache_s: float) -> None:
+        self._queue = _Cached(sources.queue_depth, cache_s)
+        self._items = _Cached(sources.item_statuses, cache_s)
 
     def collect(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
@@ -70,7 +74,7 @@ class _StateCollector(Collector):
 class PrometheusMetrics:
     """An `observability` sink with a registry of its own (two servers in one test process never share one)."""
 
-    def __init__(self, sources: StateSources | None = None) -> None:
+    def __init__(self, sources: StateSources | None = None, *, state_cache_s: float = STATE_CACHE_S) -> None:
         r = self.registry = CollectorRegistry()
         self._requests = Counter(
             "ctxstore_http_requests",
@@ -123,7 +127,7 @@ class PrometheusMetrics:
         self._deliveries = Counter(
             "ctxstore_webhook_deliveries", "Webhook delivery attempts by outcome", ["outcome"], registry=r
         )
-        r.register(_StateCollector(sources or StateSources()))
+        r.register(_StateCollector(sources or StateSources(), state_cache_s))
 
     def observe(self, name: str, value: float, labels: Mapping[str, str]) -> None:
         if name == obs.REQUEST:
