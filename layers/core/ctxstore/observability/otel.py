@@ -22,7 +22,9 @@ def exporting(environ: Mapping[str, str] = os.environ) -> bool:
 
 def provider_with(exporter: SpanExporter, *, batch: bool = True) -> TracerProvider:
     """A tracer provider sending to this exporter; OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES apply."""
-    resource = Resource.create({"service.name": DEFAULT_SERVICE, "service.version": API_VERSION})
+    resource = Resource.create({"service.version": API_VERSION})
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):  # the variables named none
+        resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
     return provider
