@@ -77,16 +77,21 @@ def observed_app(
 
 @dataclass
 class Receiver:
-    """A webhook endpoint on loopback answering `status` to every POST."""
+    """An HTTP endpoint on loopback answering `status` to every POST (a webhook target, an OTLP collector)."""
 
     server: ThreadingHTTPServer
     status: int = 200
     bodies: list[bytes] = field(default_factory=list)
+    posts: list[tuple[str, str]] = field(default_factory=list)  # (path, content-type) of each POST
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/hook"
+        return self.base_url + "/hook"
 
 
 def receiver() -> Iterator[Receiver]:
@@ -96,6 +101,7 @@ def receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:
             rec = holder["r"]
             rec.bodies.append(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            rec.posts.append((self.path, self.headers.get("content-type", "")))
             self.send_response(rec.status)
             self.send_header("content-length", "0")
             self.end_headers()
