@@ -26,7 +26,7 @@ STEP_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60
 STATE_CACHE_S = 10.0  # state gauges are counted at most this often (a count of 1M items is not free)
 
 # No `_created` series per counter: they double the text and no dashboard here reads them (process-wide switch).
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 @dataclass
