@@ -68,7 +68,9 @@ def observed_app(
     services = build_services(container)
     key = services.keys.bootstrap_default()
     assert key is not None
-    running = start_observability(s, container, steps=steps if steps is not None else [], state_cache_s=0)
+    running = start_observability(
+        s, container, steps=steps if steps is not None else [], state_cache_s=0, items_cache_s=0
+    )
     app = create_app(services, observability=running.observability)
     tc = TestClient(app, raise_server_exceptions=False, client=client)
     runner = LocalRunner(container.queue, queue_specs(services))

@@ -11,7 +11,7 @@ from ctxstore import observability as obs
 from ctxstore.config import Settings
 from ctxstore.http.observe_routes import Observability
 from ctxstore.observability import otel
-from ctxstore.observability.prometheus import STATE_CACHE_S, PrometheusMetrics, StateSources
+from ctxstore.observability.prometheus import ITEMS_CACHE_S, STATE_CACHE_S, PrometheusMetrics, StateSources
 from ctxstore.observability.readiness import Readiness, Step, warm_up
 from ctxstore.services.container import Container
 from ctxstore.services.items import ITEM
@@ -57,10 +57,15 @@ def warm_up_steps(c: Container) -> list[Step]:
 
 
 def start_observability(
-    settings: Settings, c: Container, *, steps: list[Step] | None = None, state_cache_s: float = STATE_CACHE_S
+    settings: Settings,
+    c: Container,
+    *,
+    steps: list[Step] | None = None,
+    state_cache_s: float = STATE_CACHE_S,
+    items_cache_s: float = ITEMS_CACHE_S,
 ) -> Running:
     """Install the metrics sink and (with OTLP variables) the tracer, and start the warm-up in the background."""
-    metrics = PrometheusMetrics(state_sources(c), state_cache_s=state_cache_s)
+    metrics = PrometheusMetrics(state_sources(c), state_cache_s=state_cache_s, items_cache_s=items_cache_s)
     readiness = Readiness()
     running = Running(Observability(metrics, readiness, settings.metrics_token))
     obs.add_sink(metrics)
