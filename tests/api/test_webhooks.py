@@ -25,9 +25,9 @@ from ctxstore.http.app import create_app
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.runtime import build_container
-from ctxstore.services.events import INDEXING_STATUS_CHANGED
 from ctxstore.services.registry import build_services
-from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.webhooks.service import WEBHOOK_QUEUE, WebhookService
 from tests.support.app import LocalApp, make_app
 
 FAST_RETRIES: dict[str, Any] = {

@@ -511,7 +511,7 @@ def _state_machine_functions(dep: Deployment) -> list[str]:
 
 def _webhook(stack: Stack, svc: Any) -> None:
     """A webhook of the org, so that status changes emit deliveries onto the queue (nothing delivers them here)."""
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
 
     key = stack.new_key()
     svc.webhooks.register(Principal(ORG, key.split("_")[1]), "http://127.0.0.1:9/hook", None, None, False)
@@ -520,7 +520,7 @@ def _webhook(stack: Stack, svc: Any) -> None:
 def flow_uploads_and_console(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file sent by reference (grant, presigned POST, ingest), and the console's pages and upload path."""
     svc = stack.setup_services()
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
 
     _webhook(stack, svc)
     svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")
@@ -585,7 +585,7 @@ def flow_connectors(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
         first = slack.post("C0123456789", "Alice deployed the billing service", at=time.time() - 86400)
         key = stack.key_for("api_connectors")
         svc = stack.setup_services()
-        from ctxstore.services.principal import Principal
+        from ctxstore.services.access.principal import Principal
 
         _webhook(stack, svc)
         svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")

@@ -14,10 +14,10 @@ from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
 from ctxstore.adapters.local.system_clock import SystemClock
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.pipeline.jobs import webhook_retry
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container, Options
-from ctxstore.services.events import INDEXING_STATUS_CHANGED
-from ctxstore.services.principal import Principal
-from ctxstore.services.webhooks import (
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.webhooks.service import (
     WEBHOOK_QUEUE,
     TargetRefused,
     WebhookService,

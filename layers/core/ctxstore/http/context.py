@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import Scope
 
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 
 DEPRECATED_SINCE = "2.0.0"
 

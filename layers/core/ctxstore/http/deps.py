@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import RequestContext, get_context
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
 
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.deps import Caller, Svc
 from ctxstore.services.registry import Services
-from ctxstore.services.webhooks import WebhookService
+from ctxstore.services.webhooks.service import WebhookService
 
 router = APIRouter(tags=["webhooks"])
 
