@@ -12,8 +12,10 @@ from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.http import envelope
 from ctxstore.http.deps import Caller, Ctx, Svc, echo_scope
+from ctxstore.http.routers import feedback
 
 router = APIRouter(tags=["query"])
+router.include_router(feedback.router)  # feedback is about a query: the same function serves both on AWS
 
 
 class QueryBody(BaseModel):

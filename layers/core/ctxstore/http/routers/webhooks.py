@@ -1,8 +1,9 @@
 """/webhooks/indexing*: the indexing webhook of the calling API key, its signing secret and deliveries.
 
-Success bodies serve both documents (http/reference_shape.py): the reference's envelope, whose `data` is its
-`webhooks.*` object, with that object's fields also at the top level (the spec's "own object"). Failures keep
-the one failure body every route shares (the reference's `handler.ErrorResponse`): `{"success": false, "data": null, "error": {"code", "message"}, "meta"}`, so clients branch on
+Success bodies serve both documents (http/reference_shape.py): the reference's envelope, whose `data` is
+its `webhooks.*` object, with that object's fields also at the top level (the spec's "own object").
+Failures keep the one failure body every route shares (the reference's `handler.ErrorResponse`):
+`{"success": false, "data": null, "error": {"code", "message"}, "meta"}`, so clients branch on
 `error.code` the same way everywhere. Statuses:
 
 * 400 `INVALID_PARAMETERS`: malformed body or query, an unsupported event type, both
