@@ -8,12 +8,20 @@ on live answers over seeded data.
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.fakes.slack_api import FakeSlack
 from tests.support.app import LocalApp
-from tests.support.reference_schema import mismatches, success_schema
+from tests.support.connectors import connector_env, served_database, wait_cycles, wait_for, wait_indexed
+from tests.support.reference_schema import mismatches, missing_fields, reference, success_schema
+from tests.support.server import ServerProcess
 
 ITEM = {
     "id": "a1",
@@ -99,3 +107,175 @@ def test_query_rule_violations_are_400_as_the_reference_documents(seeded: LocalA
     r = seeded.client.post("/query", json={"database": "acme", "query": "x", **extra}, headers=seeded.headers())
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == "INVALID_INPUT"
+
+
+# ---- every route of the reference, live on one `ctxstore serve` ------------------------------------------------
+
+DB = "shapes"
+SLACK_CHANNEL = "CSHAPES"
+
+# Fields the reference names that ctxstore has no counterpart for, per reference schema, each with its reason.
+# Anything else the reference names must be in the answer where the generated client reads it.
+ABSENT_BY_DESIGN: dict[str, dict[str, str]] = {
+    "handler.responseMeta": {
+        f: "the spec echoes the scope in meta on some endpoints only"
+        for f in ("database", "collection", "tenant_id", "sub_tenant_id", "source_type")
+    },
+}
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    """A webhook endpoint that refuses every delivery with a 400 (a failure for good), so one can be retried."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(400)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@dataclass
+class Live:
+    srv: ServerProcess
+    c: httpx.Client
+    slack: FakeSlack
+    hook_url: str
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    host, port = receiver.server_address[:2]
+    env = connector_env(None, CTXSTORE_ALLOW_PRIVATE_WEBHOOKS="1")
+    try:
+        with FakeSlack() as slack:
+            env.update(
+                CTXSTORE_CONNECTOR_BASE_URL_SLACK=slack.base_url, CTXSTORE_CONNECTOR_TOKEN_URL_SLACK=slack.base_url
+            )
+            with served_database(tmp_path_factory.mktemp("shapes") / "data", env, database=DB, timeout=120) as (srv, c):
+                yield Live(srv, c, slack, f"http://{host}:{port}/hook")
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+
+
+def _check(r: httpx.Response, method: str, ref_path: str, status: int) -> list[str]:
+    assert r.status_code == status, (method, ref_path, r.text)
+    body = r.json()
+    schema = success_schema(method, ref_path)
+    found = [f"type: {m}" for m in mismatches(body, schema)]
+    found += [
+        f"missing: {path} ({owner})"
+        for owner, path in missing_fields(body, schema)
+        if path.rsplit(".", 1)[-1] not in ABSENT_BY_DESIGN.get(owner, {})
+    ]
+    return found
+
+
+def test_every_reference_route_answers_live_in_the_reference_shape(live: Live) -> None:
+    c = live.c
+    problems: dict[str, list[str]] = {}
+    checked: set[tuple[str, str]] = set()
+
+    def call(method: str, ref_path: str, path: str, status: int = 200, **kw: Any) -> dict[str, Any]:
+        r = c.request(method, path, **kw)
+        found = _check(r, method, ref_path, status)
+        if found:
+            problems[f"{method} {path}"] = found
+        checked.add((method, ref_path))
+        out: dict[str, Any] = r.json()
+        return out
+
+    # Webhook first, so the ingest below makes deliveries (each one refused: a failure that can be retried).
+    call("POST", "/webhooks/indexing", "/webhooks/indexing", 201, json={"url": live.hook_url})
+    call("POST", "/webhooks/indexing/signing-secret", "/webhooks/indexing/signing-secret")
+    call("GET", "/webhooks/indexing", "/webhooks/indexing")
+    synced = {**ITEM, "id": "synced1", "provider": "slack", "external_id": "C1/1", "type": "message"}
+    form = {"database": DB, "app_knowledge": json.dumps([ITEM, synced])}
+    call("POST", "/context/ingest", "/context/ingest", 202, data=form)
+    wait_indexed(c, DB, ["a1", "synced1"])
+    call("GET", "/context/status", "/context/status", params={"database": DB, "ids": "a1,synced1"})
+    listed = call("POST", "/context/list", "/context/list", json={"database": DB})
+    assert {s["app_provider"] for s in listed["data"]["sources"]} >= {"slack"}
+    call("POST", "/context/list", "/context/list", json={"database": DB, "include_fields": ["title"]})
+    call("GET", "/context/inspect", "/context/inspect", params={"database": DB, "id": "a1"})
+    call("GET", "/context/relations", "/context/relations", params={"database": DB})
+    md = {"database": DB, "collection": "", "additional_metadata": {"z": 1}}
+    call("PATCH", "/context/{id}/metadata", "/context/a1/metadata", json=md)
+    q = call("POST", "/query", "/query", json={"database": DB, "query": "Alice Acme Paris"})
+    call("POST", "/query", "/query", json={"database": DB, "query": "Alice", "mode": "thinking"})
+    fb = {"request_id": q["meta"]["request_id"], "feedback": "good", "rating": "positive", "database": DB}
+    call("POST", "/feedback", "/feedback", 201, json=fb)
+    call("GET", "/databases", "/databases")
+    call("GET", "/databases/collections", "/databases/collections", params={"database": DB})
+    call("GET", "/databases/stats", "/databases/stats", params={"database": DB})
+    call("GET", "/databases/status", "/databases/status", params={"database": DB})
+    schema_add = {"add_fields": [{"name": "region", "data_type": "VARCHAR"}]}
+    call("PATCH", "/databases/{database}/metadata-schema", f"/databases/{DB}/metadata-schema", json=schema_add)
+
+    # Deliveries of the ingest above: each failed for good at the receiver's 400.
+    def failed() -> list[dict[str, Any]]:
+        r = c.get("/webhooks/indexing/deliveries", params={"status": "failed"})
+        rows: list[dict[str, Any]] = r.json()["deliveries"]
+        return rows
+
+    delivery = wait_for(failed, timeout=60, what="a failed delivery")[0]["delivery_id"]
+    call("GET", "/webhooks/indexing/deliveries", "/webhooks/indexing/deliveries")
+    call("GET", "/webhooks/indexing/deliveries/{delivery_id}", f"/webhooks/indexing/deliveries/{delivery}")
+    call(
+        "POST",
+        "/webhooks/indexing/deliveries/{delivery_id}/retry",
+        f"/webhooks/indexing/deliveries/{delivery}/retry",
+    )
+    call("POST", "/webhooks/indexing/test", "/webhooks/indexing/test")
+    call("DELETE", "/webhooks/indexing/signing-secret", "/webhooks/indexing/signing-secret")
+    call("DELETE", "/webhooks/indexing", "/webhooks/indexing")
+
+    # Connectors, against the fake Slack Web API.
+    token = live.slack.add_token("xoxb-shapes-secret")
+    live.slack.add_channel(SLACK_CHANNEL, "shapes")
+    live.slack.add_channel("CSHAPES2", "shapes-2")
+    creds = {"access_token": token}
+    call("GET", "/connector-catalog", "/connector-catalog")
+    call("GET", "/connectors/providers", "/connectors/providers")
+    call("GET", "/connectors/providers", "/connectors/providers", params={"id": "slack"})
+    call("POST", "/connector-discovery", "/connector-discovery", json={"provider": "slack", "credentials": creds})
+    body = {"provider": "slack", "database": DB, "provider_account_scope": "TSHAPES", "credentials": creds}
+    cid = call("POST", "/connectors", "/connectors", 201, json=body)["connector_id"]
+    call("GET", "/connectors", "/connectors")
+    call("GET", "/connectors/{id}", f"/connectors/{cid}")
+    call("PATCH", "/connectors/{id}", f"/connectors/{cid}", json={"sync_interval_seconds": 7200})
+    call("GET", "/connectors/{id}/discover", f"/connectors/{cid}/discover")
+    mapping = {"resource_id": SLACK_CHANNEL, "resource_type": "channel", "name": "shapes"}
+    call("POST", "/connectors/{id}/configure", f"/connectors/{cid}/configure", json={"resources": [mapping]})
+    wait_cycles(c, cid, 1)
+    call("GET", "/connectors/{id}/resources", f"/connectors/{cid}/resources")
+    extra = {"resource_id": "CSHAPES2", "resource_type": "channel", "display_name": "shapes-2"}
+    call("POST", "/connectors/{id}/resources", f"/connectors/{cid}/resources", 201, json=extra)
+    wait_cycles(c, cid, 1)
+    call("POST", "/connectors/{id}/sync", f"/connectors/{cid}/sync", 202)
+    wait_cycles(c, cid, 2)
+    call(
+        "DELETE",
+        "/connectors/{id}/resources/{resource_id}",
+        f"/connectors/{cid}/resources/CSHAPES2",
+    )
+    call("DELETE", "/connectors/{id}", f"/connectors/{cid}")
+
+    # Deletes last.
+    call("POST", "/databases", "/databases", 202, json={"database": "other"})
+    call("DELETE", "/databases", "/databases", params={"database": "other"})
+    call("DELETE", "/context", "/context", json={"database": DB, "ids": ["a1"]})
+
+    assert problems == {}
+    every = {(m.upper(), p) for p, ops in reference()["paths"].items() for m in ops if m in METHODS}
+    assert every - checked == NOT_CALLED_ON_SUCCESS
+
+
+METHODS = ("get", "post", "put", "patch", "delete")
+# The reference's internal credential rotation: ctxstore persists rotated tokens itself, so an API key gets 403
+# (routers/connectors.py); there is no success answer to check.
+NOT_CALLED_ON_SUCCESS = {("PATCH", "/connectors/{id}/credentials")}
