@@ -1,8 +1,10 @@
-"""Issue 12 item 10: every route's response fields against the reference OpenAPI's schemas.
+"""Every route of the reference OpenAPI, called live, against the reference's response schema for it.
 
-Clients generated from the hosted service's reference break on a declared field of another JSON
-type or a missing required one; `tests/support/reference_schema.py` checks exactly that, per route,
-on live answers over seeded data.
+Issue 12 item 10 and issue 25 (the official client, generated from the reference): one `ctxstore serve` (the
+connectors on the fake Slack Web API, webhooks delivering to a local receiver) answers each route once; the
+answer must match the reference's types (`mismatches`) AND name every field the reference names, at any depth
+(`missing_fields`), so a field ctxstore renames or nests elsewhere fails. The fields ctxstore has no counterpart
+for are listed in ABSENT_BY_DESIGN with the reason; docs/api.md says which document wins where they differ.
 """
 
 from __future__ import annotations
@@ -31,31 +33,6 @@ ITEM = {
     "additional_metadata": {"k": "v"},
 }
 
-# (method, reference path, our path, request arguments)
-CALLS: list[tuple[str, str, str, dict[str, Any]]] = [
-    ("GET", "/context/status", "/context/status", {"params": {"database": "acme", "ids": "a1"}}),
-    ("POST", "/context/list", "/context/list", {"json": {"database": "acme"}}),
-    ("GET", "/context/inspect", "/context/inspect", {"params": {"database": "acme", "id": "a1"}}),
-    ("GET", "/context/relations", "/context/relations", {"params": {"database": "acme"}}),
-    (
-        "PATCH",
-        "/context/{id}/metadata",
-        "/context/a1/metadata",
-        {"json": {"database": "acme", "collection": "", "additional_metadata": {"z": 1}}},
-    ),
-    ("POST", "/query", "/query", {"json": {"database": "acme", "query": "Alice Acme Paris"}}),
-    ("POST", "/query", "/query", {"json": {"database": "acme", "query": "Alice", "mode": "thinking"}}),
-    ("GET", "/databases", "/databases", {}),
-    ("GET", "/databases/collections", "/databases/collections", {"params": {"database": "acme"}}),
-    ("GET", "/databases/stats", "/databases/stats", {"params": {"database": "acme"}}),
-    ("GET", "/databases/status", "/databases/status", {"params": {"database": "acme"}}),
-    ("GET", "/webhooks/indexing", "/webhooks/indexing", {}),
-    ("GET", "/webhooks/indexing/deliveries", "/webhooks/indexing/deliveries", {}),
-    ("POST", "/databases", "/databases", {"json": {"database": "other"}}),
-    ("DELETE", "/databases", "/databases", {"params": {"database": "other"}}),
-    ("DELETE", "/context", "/context", {"json": {"database": "acme", "ids": ["a1"]}}),
-]
-
 
 @pytest.fixture
 def seeded(local: LocalApp) -> LocalApp:
@@ -66,17 +43,6 @@ def seeded(local: LocalApp) -> LocalApp:
     assert mismatches(r.json(), success_schema("POST", "/context/ingest")) == []
     local.drain()
     return local
-
-
-def test_every_route_answers_in_the_reference_shapes(seeded: LocalApp) -> None:
-    problems: dict[str, list[str]] = {}
-    for method, ref_path, path, kwargs in CALLS:
-        r = seeded.client.request(method, path, headers=seeded.headers(), **kwargs)
-        assert r.status_code < 300, (method, path, r.text)
-        found = mismatches(r.json(), success_schema(method, ref_path))
-        if found:
-            problems[f"{method} {path}"] = found
-    assert problems == {}
 
 
 SOURCE_INFO = {"$ref": "#/components/schemas/search.SourceInfo"}
@@ -118,8 +84,35 @@ SLACK_CHANNEL = "CSHAPES"
 # Anything else the reference names must be in the answer where the generated client reads it.
 ABSENT_BY_DESIGN: dict[str, dict[str, str]] = {
     "handler.responseMeta": {
-        f: "the spec echoes the scope in meta on some endpoints only"
-        for f in ("database", "collection", "tenant_id", "sub_tenant_id", "source_type")
+        **{
+            f: "the spec echoes the scope in meta on some endpoints only"
+            for f in ("database", "collection", "tenant_id", "sub_tenant_id", "source_type")
+        },
+        "deprecation": "the spec: present only when a legacy route or field was used",
+    },
+    "webhooks.WebhookRegisterResponse": {
+        "signing_secret": "returned once, by the request that sets it (the reference says the same)",
+    },
+    "fetch.V2SourceFetchResponse": {
+        "content_base64": "the bytes are served by presigned_url, not as base64 of up to 50 MB inside JSON",
+    },
+    "github_com_hydradb_hydradb-application_internal_service.MetadataEditResult": {
+        f: "the hosted service's Milvus sync; ctxstore updates its index in the same request"
+        for f in ("milvus_rows_synced", "milvus_sync_required", "milvus_synced")
+    },
+    "handler.configureResponseMeta": {
+        "deprecation": "the spec: present only when a legacy route or field was used",
+    },
+    "search.V2RetrievalResult": {
+        **{
+            f: "temporal retrieval is not implemented (the temporal_* request knobs are accepted, not used)"
+            for f in ("temporal_duration", "temporal_facts", "temporal_filter")
+        },
+        "graph_context": "the spec: only when graph context was asked for or chosen (absent otherwise: test_query.py)",
+    },
+    "connectors.Connector": {
+        "deployment_id": "the hosted service's deployment; one ctxstore deployment has none to name",
+        "plan": "the hosted service's subscription plan; ctxstore has no plans",
     },
 }
 
@@ -148,7 +141,7 @@ class Live:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    host, port = receiver.server_address[:2]
+    port = receiver.server_address[1]
     env = connector_env(None, CTXSTORE_ALLOW_PRIVATE_WEBHOOKS="1")
     try:
         with FakeSlack() as slack:
@@ -156,7 +149,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 CTXSTORE_CONNECTOR_BASE_URL_SLACK=slack.base_url, CTXSTORE_CONNECTOR_TOKEN_URL_SLACK=slack.base_url
             )
             with served_database(tmp_path_factory.mktemp("shapes") / "data", env, database=DB, timeout=120) as (srv, c):
-                yield Live(srv, c, slack, f"http://{host}:{port}/hook")
+                yield Live(srv, c, slack, f"http://127.0.0.1:{port}/hook")
     finally:
         receiver.shutdown()
         receiver.server_close()
@@ -182,6 +175,8 @@ def test_every_reference_route_answers_live_in_the_reference_shape(live: Live) -
 
     def call(method: str, ref_path: str, path: str, status: int = 200, **kw: Any) -> dict[str, Any]:
         r = c.request(method, path, **kw)
+        if r.status_code == 409 and ref_path.endswith("/sync"):  # the previous sync still finishing
+            r = wait_for(lambda: (x := c.request(method, path, **kw)).status_code != 409 and x, what="sync accepted")
         found = _check(r, method, ref_path, status)
         if found:
             problems[f"{method} {path}"] = found
@@ -199,8 +194,14 @@ def test_every_reference_route_answers_live_in_the_reference_shape(live: Live) -
     wait_indexed(c, DB, ["a1", "synced1"])
     call("GET", "/context/status", "/context/status", params={"database": DB, "ids": "a1,synced1"})
     listed = call("POST", "/context/list", "/context/list", json={"database": DB})
-    assert {s["app_provider"] for s in listed["data"]["sources"]} >= {"slack"}
-    call("POST", "/context/list", "/context/list", json={"database": DB, "include_fields": ["title"]})
+    # The list's reference schema leaves rows untyped; the client reads them with search.SourceInfo.
+    [row] = [r for r in listed["data"]["sources"] if r["id"] == "synced1"]
+    gaps = {path for _, path in missing_fields(row, SOURCE_INFO)}
+    assert gaps <= {"$.description", "$.url"}, gaps  # no description or URL is stored for an app item
+    assert (row["app_provider"], row["app_kind"], row["app_external_id"]) == ("slack", "message", "C1/1")
+    projected = call("POST", "/context/list", "/context/list", json={"database": DB, "include_fields": ["title"]})
+    for row in projected["data"]["sources"]:
+        assert {"id", "title", "database", "collection", "tenant_id", "sub_tenant_id"} == row.keys()
     call("GET", "/context/inspect", "/context/inspect", params={"database": DB, "id": "a1"})
     call("GET", "/context/relations", "/context/relations", params={"database": DB})
     md = {"database": DB, "collection": "", "additional_metadata": {"z": 1}}
@@ -216,9 +217,9 @@ def test_every_reference_route_answers_live_in_the_reference_shape(live: Live) -
     schema_add = {"add_fields": [{"name": "region", "data_type": "VARCHAR"}]}
     call("PATCH", "/databases/{database}/metadata-schema", f"/databases/{DB}/metadata-schema", json=schema_add)
 
-    # Deliveries of the ingest above: each failed for good at the receiver's 400.
+    # Deliveries of the ingest above: each permanently failed at the receiver's 400.
     def failed() -> list[dict[str, Any]]:
-        r = c.get("/webhooks/indexing/deliveries", params={"status": "failed"})
+        r = c.get("/webhooks/indexing/deliveries", params={"status": "permanently_failed"})
         rows: list[dict[str, Any]] = r.json()["deliveries"]
         return rows
 
@@ -255,7 +256,6 @@ def test_every_reference_route_answers_live_in_the_reference_shape(live: Live) -
     call("GET", "/connectors/{id}/resources", f"/connectors/{cid}/resources")
     extra = {"resource_id": "CSHAPES2", "resource_type": "channel", "display_name": "shapes-2"}
     call("POST", "/connectors/{id}/resources", f"/connectors/{cid}/resources", 201, json=extra)
-    wait_cycles(c, cid, 1)
     call("POST", "/connectors/{id}/sync", f"/connectors/{cid}/sync", 202)
     wait_cycles(c, cid, 2)
     call(
@@ -279,3 +279,20 @@ METHODS = ("get", "post", "put", "patch", "delete")
 # The reference's internal credential rotation: ctxstore persists rotated tokens itself, so an API key gets 403
 # (routers/connectors.py); there is no success answer to check.
 NOT_CALLED_ON_SUCCESS = {("PATCH", "/connectors/{id}/credentials")}
+
+
+def test_the_strict_check_fails_a_field_renamed_or_nested() -> None:
+    """What the live test would catch: the old answers (rows saying `provider`, connectors only inside the
+    envelope, webhooks without it) each miss a field where the generated client reads it."""
+    old_row = {"id": "x", "title": "t", "type": "app", "provider": "slack", "app_type": "message"}
+    assert ("search.SourceInfo", "$.app_provider") in missing_fields(old_row, SOURCE_INFO)
+    meta = {"request_id": "r", "latency_ms": 1.0}
+    connector = {"connector_id": "c1", "provider": "slack"}
+    enveloped_only = {"success": True, "data": connector, "error": None, "meta": meta}
+    gaps = missing_fields(enveloped_only, success_schema("GET", "/connectors/{id}"))
+    assert ("connectors.Connector", "$.connector_id") in gaps
+    bare_webhook = {"registered": False, "url": "", "event_types": [], "signing_secret_configured": False}
+    gaps = missing_fields(bare_webhook, success_schema("GET", "/webhooks/indexing"))
+    assert {path for _, path in gaps} >= {"$.data", "$.success", "$.meta"}
+    both = {**bare_webhook, "success": True, "data": bare_webhook, "error": None, "meta": meta}
+    assert [p for _, p in missing_fields(both, success_schema("GET", "/webhooks/indexing")) if "meta" not in p] == []

@@ -119,9 +119,15 @@ def _override(ctx: RequestContext, body: dict[str, Any], canon: str, legacy: str
 def list_providers(
     ctx: Ctx, caller: Caller, svc: Svc, id: str | None = Query(default=None, alias="id")
 ) -> JSONResponse:
-    """With `id`, that one provider's full entry, listed like the catalogue (the reference's providerListResponse)."""
-    catalogue = _svc(svc).catalogue(id or None)
-    return envelope.ok(ctx, {"providers": [catalogue]} if id else catalogue)
+    """With `id`, that one provider's full entry (its catalogue fields too), listed like the catalogue: the
+    reference's providerListResponse either way."""
+    service = _svc(svc)
+    listed = service.catalogue(None)
+    if not id:
+        return envelope.ok(ctx, listed)
+    detail = service.catalogue(id)
+    entry = next(e for e in listed["providers"] if e["provider"] == detail["provider"])
+    return envelope.ok(ctx, {"providers": [{**entry, **detail}]})
 
 
 @router.get("/connector-catalog")

@@ -462,9 +462,9 @@ class ConnectorService:
                 for r in page.resources
             ],
         }
-        if paged:
-            out["next_cursor"] = page.next_cursor
-            out["has_more"] = page.next_cursor is not None
+        # Always named (the reference's discoverResponseBody): null and false once nothing is left.
+        out["next_cursor"] = page.next_cursor if paged else None
+        out["has_more"] = paged and page.next_cursor is not None
         return out
 
     @staticmethod
