@@ -12,8 +12,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from ctxstore.cli import server_main
-from ctxstore.commands.app import build_app
+from ctxstore.cli.app import build_app
 
 
 @dataclass
@@ -42,7 +41,7 @@ def cli(env: dict[str, str], *args: str, stdin: str | None = None) -> Ran:
     """One command line in this process, with `env` as its environment (empty values are unset)."""
     runner = CliRunner()
     clean = {k: (v or None) for k, v in env.items()}
-    result = runner.invoke(build_app(server_main), list(args), env=clean, input=stdin, prog_name="ctxstore")
+    result = runner.invoke(build_app(), list(args), env=clean, input=stdin, prog_name="ctxstore")
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Ran(result.exit_code, result.stdout, result.stderr)

@@ -213,12 +213,25 @@ def test_auth_errors_doctor_login_and_config(served: Served, env: dict[str, str]
     assert cli(no_key, "logout").code == 0 and not config.exists()
 
 
-def test_serve_and_keys_keep_their_interface(env: dict[str, str]) -> None:
+def test_serve_and_keys_keep_their_interface(env: dict[str, str], tmp_path: Path) -> None:
     # `keys create` printing exactly the key through main() is tests/api/test_serve_process.py::test_keys_cli.
-    helped = cli(env, "serve", "--help")  # still argparse's own help, flags and all
-    assert helped.code == 0 and "--data-dir" in helped.stdout and "--allow-private-webhooks" in helped.stdout
+    helped = cli(env, "serve", "--help")  # the same flags as when serve was an argparse parser
+    assert helped.code == 0 and all(f in helped.stdout for f in ("--data-dir", "--host", "--port"))
+    assert "--allow-private-webhooks" in helped.stdout and "--no-allow-private-webhooks" not in helped.stdout
     keys = cli(env, "keys", "--help")
-    assert keys.code == 0 and "{create,list,revoke}" in keys.stdout
+    assert keys.code == 0 and all(f"  {verb}  " in keys.stdout for verb in ("create", "list", "revoke"))
+    assert cli(env, "keys").code == 2 and cli(env).code == 2  # a verb is required, as before
+    assert cli(env, "serve", "--port", "eighty").code == 2
     listed = cli(env, "--help")
     assert all(verb in listed.stdout for verb in ("serve", "keys", "ingest", "query", "doctor", "mcp", "database"))
     assert "Exit codes" in listed.stdout
+    # --data-dir before or after the sub-verb; the exit codes of a refused value (2) and an unknown prefix (1)
+    data = str(tmp_path / "keys-data")
+    made = cli_process(env, "keys", "create", "--org", "acme", "--data-dir", data)
+    assert made.code == 0 and made.stdout.startswith("csk_") and len(made.stdout.splitlines()) == 1
+    listing = cli_process(env, "keys", "--data-dir", data, "list", "--org", "acme")
+    assert listing.code == 0 and made.stdout.split("_")[1] in listing.stdout and "\tacme\tactive\t" in listing.stdout
+    bad = cli_process(env, "keys", "create", "--org", "acme", "--expires-in", "soon", "--data-dir", data)
+    assert bad.code == 2 and bad.stderr.startswith("ctxstore: ")
+    gone = cli_process(env, "keys", "revoke", "nosuchprefix", "--data-dir", data)
+    assert gone.code == 1 and "no key with prefix nosuchprefix" in gone.stderr

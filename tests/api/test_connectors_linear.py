@@ -254,6 +254,23 @@ def test_an_access_token_expiring_mid_sync_is_refreshed_and_the_sync_finishes(en
     env.secrets.append(rotated)
 
 
+def test_discover_refreshes_an_access_token_revoked_before_its_expires_at(env: LinearEnv) -> None:
+    fake = env.fake
+    s = seed_workspace(fake, key="lin_api_discover_secret", filler=0)
+    creds = oauth_pair(env, s)
+    cid = env.create("acme-discover", creds)["connector_id"]
+    fake.expire(creds["access_token"])  # dead at Linear while the stored expires_at is an hour away
+    start = len(fake.graphql_calls())
+    r = env.call("GET", f"/connectors/{cid}/discover")
+    assert r.status_code == 200, r.text
+    assert s.team in {x["id"] for x in r.json()["data"]["resources"]}
+    [refresh] = [c for c in fake.calls_of("refresh_token") if c.form["refresh_token"] == creds["refresh_token"]]
+    assert refresh.status == 200
+    used = bearers(fake, since=start)
+    assert used[0] == creds["access_token"] and used[-1] != creds["access_token"], "retried with the new token"
+    env.secrets.append(used[-1])
+
+
 def test_a_refused_refresh_sets_needs_reauth_and_patch_credentials_syncs_again(env: LinearEnv) -> None:
     fake = env.fake
     s = seed_workspace(fake, key="lin_api_reauth_secret", filler=0)

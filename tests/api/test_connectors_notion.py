@@ -205,6 +205,37 @@ def test_a_token_expiring_mid_sync_is_refreshed_and_the_sync_finishes(env: Notio
     env.secrets += [t for t in set(later) if t]
 
 
+def test_discover_and_configure_probes_refresh_a_token_that_died_before_its_expires_at(env: NotionEnv) -> None:
+    """Notion gives no expiry: a 401 is the only signal, so discover and configure's probes refresh once, like a
+    sync, instead of answering "rejected the credentials"."""
+    f, scope = env.fake, "NT"
+    root = f.add_page("Refresh Wiki", [para("Reachable after a refresh.")], shared=True, at=time.time() - DAY)
+    creds = oauth_credentials(f, "early")
+    cid = env.create(scope, creds)
+    f.expire(creds["access_token"])  # revoked at Notion while the stored expires_at is an hour away
+    f.clear_calls()
+    r = env.call("GET", f"/connectors/{cid}/discover")
+    assert r.status_code == 200, r.text
+    assert root in {x["id"] for x in r.json()["data"]["resources"]}
+    [rotation] = f.calls_of("oauth.token")
+    assert rotation.body["refresh_token"] == creds["refresh_token"]
+    rotated = {c.token for c in f.calls if c.at > rotation.at and c.route != "oauth.token"}
+    assert len(rotated) == 1 and next(iter(rotated), "").startswith("ntn_oauth_rotated_")
+    env.secrets += [t for t in rotated if t]
+    discover_calls = sum(1 for c in f.calls if c.at > rotation.at)
+
+    # configure: its discover still answers, then the token dies before the probe of the page
+    f.clear_calls()
+    f.expire_after(next(iter(rotated), ""), discover_calls)
+    data = env.configure(cid, [{"resource_id": root}])
+    assert data["warnings"] == [] and data["configured"] == 1
+    assert [c.route for c in f.calls].count("oauth.token") == 1
+    probes = [c for c in f.calls if c.route == "pages.retrieve"]
+    assert probes[-1].token != probes[0].token, "the probe ran again with the refreshed token"
+    assert env.resources(cid)[root]["name"] == "Refresh Wiki"
+    assert connector(env.c, cid)["needs_reauth"] is False
+
+
 def test_a_refused_refresh_sets_needs_reauth_and_patch_credentials_syncs_again(env: NotionEnv) -> None:
     f, scope = env.fake, "NE"
     root = f.add_page("Reauth Wiki", [para("Before the grant was revoked.")], shared=True, at=time.time() - DAY)

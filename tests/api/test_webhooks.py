@@ -405,8 +405,10 @@ def test_test_route_reports_the_endpoint_status(app: LocalApp, key: str, receive
     assert r.status_code == 200
     body = r.json()
     assert body["delivered"] is False and body["status_code"] == 500 and "500" in body["message"]
-    # The test is synchronous and leaves no delivery record.
-    assert deliveries(app, key)["deliveries"] == []
+    # The test is synchronous, and kept in the delivery history like any delivery (the console lists it there).
+    [kept] = deliveries(app, key)["deliveries"]
+    assert kept["event_type"] == "webhook.test" and kept["attempts"] == 1
+    assert kept["status"] == "permanently_failed" and kept["error_code"] == "HTTP_500"
     # An endpoint that is down.
     register(app, key, "http://127.0.0.1:1/nothing-listens")
     body = app.client.post("/webhooks/indexing/test", headers=app.headers(key)).json()

@@ -175,6 +175,7 @@ def test_query_the_pdf_in_the_playground(page: Page, server: ServerProcess, stat
     check_page(page, "playground-empty")
     page.fill("#q", "How do multi-agent conversations help LLM applications?")
     page.select_option("#q-mode", "thinking")
+    page.click("summary:has-text('More options')")
     page.fill("#q-filters", '{"department": "research"}')
     page.click("text=Run query")
     results = page.locator("#results")

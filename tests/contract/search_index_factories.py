@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import SearchIndex
+from tests.fakes.ports import InMemorySearchIndex
 
 Factory = Callable[[Path], tuple[SearchIndex, Callable[[], None]]]
 
@@ -51,4 +52,17 @@ def _opensearch(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     return OpenSearchIndex(client, dimension=8), client.close
 
 
-SEARCH_INDEXES: dict[str, Factory] = {"sqlite": _sqlite, "sqlite-coded": _sqlite_coded, "opensearch": _opensearch}
+_MEMORY: dict[Path, InMemorySearchIndex] = {}
+
+
+def _memory(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
+    """The in-memory fake (tests/fakes/ports): one per folder, so a reopen sees what was written."""
+    return _MEMORY.setdefault(folder, InMemorySearchIndex()), lambda: None
+
+
+SEARCH_INDEXES: dict[str, Factory] = {
+    "sqlite": _sqlite,
+    "sqlite-coded": _sqlite_coded,
+    "opensearch": _opensearch,
+    "memory": _memory,
+}

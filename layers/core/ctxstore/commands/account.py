@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.client import CtxstoreClient
 from ctxstore.commands.common import OutputOpt, Refused, guarded, options, output_for
 from ctxstore.commands.output import Output
 from ctxstore.commands.settings import checked_url, config_path, read_config, write_config
@@ -46,6 +45,8 @@ def register(app: typer.Typer) -> None:
             values = {**stored, "url": resolved or opts.settings().url, "api_key": key}
             values.update({k: v for k, v in (("database", database), ("collection", collection)) if v is not None})
             if verify:
+                from ctxstore.client import CtxstoreClient
+
                 with CtxstoreClient(str(values["url"]), key, timeout=opts.timeout) as client:
                     client.databases.list()  # raises UNAUTHORIZED / UNREACHABLE with the documented exit code
             write_config(path, values)

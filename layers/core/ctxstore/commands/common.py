@@ -7,14 +7,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctxstore.client import CtxstoreClient, CtxstoreError
 from ctxstore.commands import exit_codes
 from ctxstore.commands.output import HINTS, Format, Output
 from ctxstore.commands.settings import Settings, resolve
+
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreClient
 
 
 class StoreKind(StrEnum):
@@ -78,6 +80,8 @@ def options(ctx: typer.Context) -> GlobalOptions:
 @contextmanager
 def guarded(out: Output) -> Iterator[None]:
     """Print a failure the way `out` prints and leave with its exit code."""
+    from ctxstore.client import CtxstoreError  # the client loads when a verb runs, not for --help
+
     try:
         yield
     except CtxstoreError as err:

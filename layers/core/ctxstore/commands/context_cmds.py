@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctxstore.client import ItemStatus
 from ctxstore.commands import exit_codes
 from ctxstore.commands.common import (
     CollectionOpt,
@@ -22,6 +21,9 @@ from ctxstore.commands.common import (
     connect,
 )
 from ctxstore.commands.output import Output
+
+if TYPE_CHECKING:
+    from ctxstore.client.models import InspectResult, ItemStatus, ListedSource, QueryResult, SourcePage
 
 SNIPPET = 160
 
@@ -99,6 +101,79 @@ def show_statuses(out: Output, statuses: list[ItemStatus]) -> None:
     out.table(None, ["id", "status", "chunks", "error code", "error"], rows)
 
 
+def _show_query(out: Output, result: QueryResult) -> None:
+    if out.json:
+        out.data(result.raw())
+        return
+    if not result.chunks:
+        out.note("No results. Items may still be indexing (`ctxstore status`), or live in another scope or store.")
+        return
+    rows = [
+        (
+            i,
+            f"{c.relevancy_score:.3f}" if c.relevancy_score is not None else "",
+            c.source_title,
+            c.id,
+            c.type,
+            _snippet(c.chunk_content),
+        )
+        for i, c in enumerate(result.chunks, 1)
+    ]
+    plan = result.query_plan or {}
+    out.table(
+        f"{len(result.chunks)} results (route {plan.get('mode', '?')})",
+        ["#", "score", "source", "id", "store", "text"],
+        rows,
+        truncate=("source",),
+    )
+    graph_rows = [
+        (
+            t["source"].get("name"),
+            t["relation"].get("canonical_predicate"),
+            t["target"].get("name"),
+            _snippet(t["relation"].get("context") or "", 120),
+        )
+        for g in (result.graph_context or {}).get("chunk_relations", [])
+        for t in g.get("triplets", [])
+    ]
+    if graph_rows:
+        out.table("graph context", ["source", "relation", "target", "context"], graph_rows)
+
+
+def _show_listing(out: Output, listed: SourcePage, sources: list[ListedSource], store: str, all_pages: bool) -> None:
+    if out.json:
+        out.data({"total": listed.total, "sources": [s.raw() for s in sources], "pagination": listed.pagination})
+        return
+    rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, _when(s.updated_at)) for s in sources]
+    pages = listed.pagination
+    title = f"{listed.total} {store} items" + (
+        "" if all_pages else f", page {pages.get('page')} of {pages.get('total_pages')}"
+    )
+    out.table(title, ["id", "title", "kind", "status", "chunks", "updated"], rows, truncate=("title",))
+
+
+def _show_item(out: Output, item: InspectResult, *, full: bool, url: bool) -> None:
+    facts = [
+        ("id", item.id),
+        ("title", item.title),
+        ("kind", item.type),
+        ("status", item.indexing_status),
+        ("content type", item.content_type),
+        ("size", item.size_bytes),
+    ]
+    if url:
+        facts.append(("download", item.presigned_url))
+    out.table(None, ["field", "value"], facts)
+    content = item.content or ""
+    out.line(
+        content
+        if full or len(content) <= 2000
+        else content[:2000] + f"\n… ({len(content) - 2000} more characters: --full)"
+    )
+    if item.inferred_content:
+        out.line("Inferred:\n" + item.inferred_content)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def query(
@@ -143,44 +218,7 @@ def register(app: typer.Typer) -> None:
                 alpha=alpha,
                 recency_bias=recency_bias,
             )
-            if out.json:
-                out.data(result.raw())
-                return
-            if not result.chunks:
-                out.note(
-                    "No results. Items may still be indexing (`ctxstore status`), or live in another scope or store."
-                )
-                return
-            rows = [
-                (
-                    i,
-                    f"{c.relevancy_score:.3f}" if c.relevancy_score is not None else "",
-                    c.source_title,
-                    c.id,
-                    c.type,
-                    _snippet(c.chunk_content),
-                )
-                for i, c in enumerate(result.chunks, 1)
-            ]
-            plan = result.query_plan or {}
-            out.table(
-                f"{len(result.chunks)} results (route {plan.get('mode', '?')})",
-                ["#", "score", "source", "id", "store", "text"],
-                rows,
-                truncate=("source",),
-            )
-            graph_rows = [
-                (
-                    t["source"].get("name"),
-                    t["relation"].get("canonical_predicate"),
-                    t["target"].get("name"),
-                    _snippet(t["relation"].get("context") or "", 120),
-                )
-                for g in (result.graph_context or {}).get("chunk_relations", [])
-                for t in g.get("triplets", [])
-            ]
-            if graph_rows:
-                out.table("graph context", ["source", "relation", "target", "context"], graph_rows)
+            _show_query(out, result)
 
     @app.command()
     def status(
@@ -219,17 +257,7 @@ def register(app: typer.Typer) -> None:
                 page += 1
                 listed = client.list_sources(type=type.value, page=page, page_size=page_size)
                 sources.extend(listed.sources)
-            if out.json:
-                out.data(
-                    {"total": listed.total, "sources": [s.raw() for s in sources], "pagination": listed.pagination}
-                )
-                return
-            rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, _when(s.updated_at)) for s in sources]
-            pages = listed.pagination
-            title = f"{listed.total} {type.value} items" + (
-                "" if all_pages else f", page {pages.get('page')} of {pages.get('total_pages')}"
-            )
-            out.table(title, ["id", "title", "kind", "status", "chunks", "updated"], rows, truncate=("title",))
+            _show_listing(out, listed, sources, type.value, all_pages)
 
     @app.command()
     def inspect(
@@ -247,25 +275,7 @@ def register(app: typer.Typer) -> None:
             if out.json:
                 out.data(item.raw())
                 return
-            facts = [
-                ("id", item.id),
-                ("title", item.title),
-                ("kind", item.type),
-                ("status", item.indexing_status),
-                ("content type", item.content_type),
-                ("size", item.size_bytes),
-            ]
-            if url:
-                facts.append(("download", item.presigned_url))
-            out.table(None, ["field", "value"], facts)
-            content = item.content or ""
-            out.line(
-                content
-                if full or len(content) <= 2000
-                else content[:2000] + f"\n… ({len(content) - 2000} more characters: --full)"
-            )
-            if item.inferred_content:
-                out.line("Inferred:\n" + item.inferred_content)
+            _show_item(out, item, full=full, url=url)
 
     @app.command()
     def delete(

@@ -24,6 +24,19 @@ def _flags(infra: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
+def _read_schema(schema: Path | None) -> Any:
+    """The metadata schema file's fields (None without a file)."""
+    if schema is None:
+        return None
+    try:
+        return json.loads(schema.read_text())
+    except (OSError, ValueError) as exc:
+        raise Refused(
+            f"cannot read the schema file {schema}: {exc}",
+            hint='a JSON list of fields, e.g. [{"name": "team", "data_type": "VARCHAR"}]',
+        ) from None
+
+
 def register(app: typer.Typer) -> None:
     db = typer.Typer(help="Create, inspect and delete databases.", no_args_is_help=True)
     app.add_typer(db, name="database")
@@ -41,16 +54,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create a database (provisioned in the background; --wait follows it until ready)."""
         with connect(ctx, output) as (client, out, _):
-            fields = None
-            if schema is not None:
-                try:
-                    fields = json.loads(schema.read_text())
-                except (OSError, ValueError) as exc:
-                    raise Refused(
-                        f"cannot read the schema file {schema}: {exc}",
-                        hint='a JSON list of fields, e.g. [{"name": "team", "data_type": "VARCHAR"}]',
-                    ) from None
-            created = client.databases.create(name, metadata_schema=fields)
+            created = client.databases.create(name, metadata_schema=_read_schema(schema))
             status = client.databases.wait_ready(name, timeout=timeout) if wait else None
             if out.json:
                 out.data(status.raw() if status else created)

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ctxstore import API_VERSION
-from ctxstore.client import CtxstoreClient, CtxstoreError
 from ctxstore.commands import exit_codes
 from ctxstore.commands.common import DatabaseOpt, OutputOpt, guarded, options, output_for
 from ctxstore.commands.output import HINTS, Output
 from ctxstore.commands.settings import SettingError, Settings
+
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreClient
 
 OK, FAIL, NEXT = "ok", "FAIL", "next"
 
@@ -61,6 +63,8 @@ def _config(report: Report, settings: Settings) -> None:
 
 
 def _reachable(report: Report, client: CtxstoreClient, url: str) -> dict[str, Any] | None:
+    from ctxstore.client import CtxstoreError
+
     started = time.perf_counter()
     try:
         health = client.health()
@@ -101,6 +105,8 @@ def _database(report: Report, client: CtxstoreClient, visible: list[str]) -> Non
                 "create one: `ctxstore database create NAME`, then `ctxstore login --database NAME` (or -d NAME)",
             )
         return
+    from ctxstore.client import CtxstoreError
+
     try:
         st = client.databases.status(db)
     except CtxstoreError as err:
@@ -150,6 +156,8 @@ def _key_and_database(report: Report, client: CtxstoreClient, settings: Settings
     if not settings.api_key:
         report.add("api key", FAIL, "no API key configured", HINTS["UNAUTHORIZED"], exit_code=exit_codes.AUTH)
         return
+    from ctxstore.client import CtxstoreError
+
     try:
         names = client.databases.list()
     except CtxstoreError as err:

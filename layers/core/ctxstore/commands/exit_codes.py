@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from ctxstore.client import CtxstoreError
-from ctxstore.client.errors import BAD_RESPONSE
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreError
 
 OK = 0
 UNEXPECTED = 1  # a bug: please report it with the output
@@ -29,6 +31,8 @@ TABLE: dict[int, str] = {
 
 
 def for_error(err: CtxstoreError) -> int:
+    from ctxstore.client.errors import BAD_RESPONSE
+
     status = err.status
     if err.code == BAD_RESPONSE:  # not ctxstore's answer (another web server, a proxy page): the server is not there
         return UNAVAILABLE

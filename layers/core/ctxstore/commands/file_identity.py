@@ -19,11 +19,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from ctxstore.client import CtxstoreClient
-from ctxstore.client.documents import MAX_FILE_BYTES
 from ctxstore.commands.common import Refused
+
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreClient
 
 HASH_FIELD = "ctxstore_sha256"  # additional_metadata key: the content hash of the file stored under this id
 ID_PREFIX = "file-"
@@ -94,6 +95,8 @@ def identify(files: Sequence[Path], roots: Sequence[Path], database: str, collec
             + " and ".join(str(p) for p in paths),
             hint="ingest those folders in separate commands into different collections (-c), or rename one",
         )
+    from ctxstore.client.documents import MAX_FILE_BYTES
+
     out = []
     for f, key in keyed:
         size = f.stat().st_size

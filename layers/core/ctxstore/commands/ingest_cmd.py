@@ -9,17 +9,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ctxstore.client import CtxstoreClient, CtxstoreError, Document, IngestResult, ItemStatus
-from ctxstore.client import documents as docs
 from ctxstore.commands import exit_codes
 from ctxstore.commands.common import CollectionOpt, DatabaseOpt, OutputOpt, Refused, StoreKind, connect, need_database
 from ctxstore.commands.file_identity import HASH_FIELD, LocalFile, change_of, identify, stored_copies, unique
 from ctxstore.commands.output import Output
+
+if TYPE_CHECKING:  # rich and the client load when the verb runs, not for --help
+    from rich.progress import Progress
+
+    from ctxstore.client import CtxstoreClient, CtxstoreError, IngestResult, ItemStatus
 
 REJECTED_FORMAT = "E1002"
 RECORDS_HINT = "give a JSON array of objects, one JSON object, or JSON Lines (one object per line)"
@@ -133,6 +135,9 @@ def _send_files(
     upsert: bool,
 ) -> None:
     """Send new and changed files under their stable ids (file_identity); record unchanged ones unsent."""
+    from ctxstore.client import CtxstoreError, Document
+    from ctxstore.client import documents as docs
+
     too_big = [f for f in files if f.size > docs.MAX_FILE_BYTES]
     for f in too_big:
         ledger.entries.append(
@@ -179,6 +184,8 @@ def _send_records(
     task: Any,
     upsert: bool,
 ) -> None:
+    from ctxstore.client import CtxstoreError
+
     for start in range(0, len(records), 100):
         part = records[start : start + 100]
         names = [n for n, _ in part]
@@ -285,6 +292,8 @@ def register(app: typer.Typer) -> None:
         missing = [str(p) for p in roots if not p.exists()]
         if missing:
             raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="PATHS")
+        from ctxstore.client import documents as docs
+
         walked = unique(docs.walk(roots, recursive=recursive))
         with connect(ctx, output, database, collection) as (client, out, _):
             files = identify(walked, roots, need_database(client, None), client.collection or "")
@@ -309,6 +318,8 @@ def register(app: typer.Typer) -> None:
             where = f'database "{client.database}", ' + (
                 f'collection "{client.collection}"' if client.collection else "default collection"
             )
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             ledger = Ledger()
             started = time.monotonic()
             columns = (

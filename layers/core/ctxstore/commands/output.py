@@ -9,15 +9,15 @@ import json
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from enum import StrEnum
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.cells import cell_len
-from rich.console import Console
-from rich.table import Table
-
-from ctxstore.client import CtxstoreError
 from ctxstore.commands import exit_codes
+
+if TYPE_CHECKING:  # rich and the client load when a verb prints, not for --help
+    from rich.console import Console
+
+    from ctxstore.client import CtxstoreError
 
 HINTS: dict[str, str] = {
     "UNAUTHORIZED": "check the API key: --api-key, CTXSTORE_API_KEY or `ctxstore login`",
@@ -60,6 +60,8 @@ MIN_FLEX = 4  # a column that gives up width keeps at least this many characters
 def fit_widths(columns: Sequence[str], rows: Sequence[Sequence[str]], whole: Collection[str], room: int) -> list[int]:
     """Column widths within `room` characters: columns in `whole` keep their full width; the others shrink,
     widest first, down to MIN_FLEX or their header's width (narrower than that, a terminal cannot show the table)."""
+    from rich.cells import cell_len
+
     widths = [
         max([cell_len(name), *(cell_len(line) for r in rows for line in (r[i].splitlines() or [""]))])
         for i, name in enumerate(columns)
@@ -85,8 +87,20 @@ class Format(StrEnum):
 class Output:
     def __init__(self, fmt: Format = Format.table) -> None:
         self.fmt = fmt
-        self.out = Console(soft_wrap=False)
-        self.err = Console(stderr=True)
+
+    # The consoles are made on first use: `-o json` writes with json.dumps and never loads rich.
+    # emoji=False: stored text prints as stored (":fire:" stays ":fire:"), and rich's emoji table never loads.
+    @cached_property
+    def out(self) -> Console:
+        from rich.console import Console
+
+        return Console(soft_wrap=False, emoji=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, emoji=False)
 
     @property
     def json(self) -> bool:
@@ -108,6 +122,9 @@ class Output:
     ) -> None:
         """A table that fits the terminal. Columns in `whole` (ids) keep every character on one line, so they
         can be copied; the others give up width, widest first: those in `truncate` end in "…", the rest wrap."""
+        from rich import box
+        from rich.table import Table
+
         cells = [["" if v is None else str(v) for v in r] for r in rows]
         widths = fit_widths(columns, cells, whole, self.out.width - GAP * (len(columns) - 1))
         t = Table(

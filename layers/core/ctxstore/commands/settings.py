@@ -11,10 +11,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.client import CtxstoreClient
-from ctxstore.client.urls import parse_base_url
+if TYPE_CHECKING:
+    from ctxstore.client import CtxstoreClient
+    from ctxstore.client.transport import Transport
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -29,6 +30,8 @@ class SettingError(ValueError):
 
 def checked_url(raw: str, source: str) -> tuple[str, bool]:
     """The URL to use (http:// put in front of a bare host:port) and whether the scheme was assumed."""
+    from ctxstore.client.urls import parse_base_url  # the client loads when a verb runs, not for --help
+
     try:
         parsed = parse_base_url(raw)
     except ValueError as exc:
@@ -93,13 +96,34 @@ class Settings:
         return f"note: the server URL has no scheme; using {self.url} (write https:// for TLS)"
 
     def client(self, database: str | None = None, collection: str | None = None) -> CtxstoreClient:
+        from ctxstore.client import CtxstoreClient
+
         return CtxstoreClient(
             self.url,
             self.api_key,
             database=database or self.database,
             collection=collection if collection is not None else self.collection,
             timeout=self.timeout,
+            transport=self.plain_http_transport(),
         )
+
+    def plain_http_transport(self) -> Transport | None:
+        """For an http:// server, a transport whose TLS context holds no certificates. httpx's default context
+        reads the whole CA bundle (about 45 ms, a sixth of `ctxstore query`'s start) for a connection that never
+        uses TLS: the client reaches only this URL through it (presigned uploads use their own request). Any TLS
+        it did attempt (an https:// proxy) would fail verification: closed, never unverified. None for https://:
+        the client's own transport, with the CA bundle."""
+        if not self.url.startswith("http://"):
+            return None
+        import ssl
+
+        import httpx
+
+        from ctxstore.client.transport import Transport
+
+        no_certificates = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # CERT_REQUIRED and hostname checks, no CA
+        http = httpx.Client(base_url=self.url, timeout=self.timeout, verify=no_certificates)
+        return Transport(self.url, self.api_key, timeout=self.timeout, http=http)
 
 
 def resolve(

@@ -231,6 +231,31 @@ def _read_page(
     *,
     new_only: bool,
 ) -> Iterator[SyncEvent]:
+    connection = _fetch_page(session, team_id, stream, st, state)
+    if connection is None:
+        return
+    floor = st["since"] if new_only and not state["first_cycle"] else None
+    restored: list[str] = []
+    for node in connection["nodes"]:
+        yield from _node_events(session, stream, node, st, state, restored, floor)
+    for issue_id in restored:  # back from the trash or unarchived: its comments come back with it
+        for comment in _comments_of(session, issue_id):
+            if not is_gone(comment):
+                yield map_comment(comment)
+    info = connection.get("pageInfo") if isinstance(connection.get("pageInfo"), dict) else {}
+    cursor = (info or {}).get("endCursor")
+    if (info or {}).get("hasNextPage") and cursor:
+        st["after"] = str(cursor)
+    else:
+        st["done"] = True
+    cutoff = state["until"] - OVERLAP_S * 1000  # only the next window's overlap needs dedupe
+    st["seen"] = {k: v for k, v in st["seen"].items() if v >= cutoff}
+
+
+def _fetch_page(
+    session: LinearSession, team_id: str, stream: str, st: dict[str, Any], state: dict[str, Any]
+) -> dict[str, Any] | None:
+    """One page of the stream's connection; None when Linear refused the stored cursor (read the window again)."""
     variables: JSON = {
         "team": team_id,
         "since": iso_ms(st["since"]),
@@ -250,42 +275,39 @@ def _read_page(
     except ProviderError as exc:
         if type(exc) is not ProviderError or st["after"] is None or st["restarted"]:
             raise
-        st.update(after=None, restarted=True)  # Linear refused the stored cursor: read the window again
-        return
+        st.update(after=None, restarted=True)
+        return None
     if stream == "issues" and not isinstance(data.get("team"), dict):
         raise ResourceUnavailable(f"Linear team {team_id} is not visible to these credentials")
     connection = data.get(stream)
     if not isinstance(connection, dict) or not isinstance(connection.get("nodes"), list):
         raise ProviderError(f"Linear answered {operation} without {stream}.nodes")
-    floor = st["since"] if new_only and not state["first_cycle"] else None
-    restored: list[str] = []
-    for node in connection["nodes"]:
-        updated = epoch_ms(node.get("updatedAt")) if isinstance(node, dict) else None
-        key = str(node.get("id") or "") if isinstance(node, dict) else ""
-        if not key or updated is None:
-            yield ObjectFailure(None, f"Linear {stream} node without id or updatedAt")
-            continue
-        if st["seen"].get(key) == updated:
-            continue  # this version was yielded already (overlap, a re-read window)
-        st["seen"][key] = updated
-        if stream == "issues":
-            yield from _issue_events(session, node, state, restored, floor)
-        elif is_gone(node) or not isinstance(node.get("issue"), dict) or is_gone(node["issue"]):
-            yield DeletedObject(comment_native_id(key))
-        elif floor is None or (epoch_ms(node.get("createdAt")) or 0) >= floor:
-            yield map_comment(node)
-    for issue_id in restored:  # back from the trash or unarchived: its comments come back with it
-        for comment in _comments_of(session, issue_id):
-            if not is_gone(comment):
-                yield map_comment(comment)
-    info = connection.get("pageInfo") if isinstance(connection.get("pageInfo"), dict) else {}
-    cursor = (info or {}).get("endCursor")
-    if (info or {}).get("hasNextPage") and cursor:
-        st["after"] = str(cursor)
-    else:
-        st["done"] = True
-    cutoff = state["until"] - OVERLAP_S * 1000  # only the next window's overlap needs dedupe
-    st["seen"] = {k: v for k, v in st["seen"].items() if v >= cutoff}
+    return connection
+
+
+def _node_events(
+    session: LinearSession,
+    stream: str,
+    node: Any,
+    st: dict[str, Any],
+    state: dict[str, Any],
+    restored: list[str],
+    floor: int | None,
+) -> Iterator[SyncEvent]:
+    updated = epoch_ms(node.get("updatedAt")) if isinstance(node, dict) else None
+    key = str(node.get("id") or "") if isinstance(node, dict) else ""
+    if not key or updated is None:
+        yield ObjectFailure(None, f"Linear {stream} node without id or updatedAt")
+        return
+    if st["seen"].get(key) == updated:
+        return  # this version was yielded already (overlap, a re-read window)
+    st["seen"][key] = updated
+    if stream == "issues":
+        yield from _issue_events(session, node, state, restored, floor)
+    elif is_gone(node) or not isinstance(node.get("issue"), dict) or is_gone(node["issue"]):
+        yield DeletedObject(comment_native_id(key))
+    elif floor is None or (epoch_ms(node.get("createdAt")) or 0) >= floor:
+        yield map_comment(node)
 
 
 def _issue_events(

@@ -5,8 +5,8 @@ Resources are the pages and data sources shared with the integration, as ``POST 
 (object filter ``page``, then ``data_source``; paged with Notion's cursor when discover asks for a
 ``limit``). Database rows are not listed as pages: they come with their data source. A page resource syncs
 the page and every page below it; a data source resource syncs the data source and its rows. See
-``notion_sync`` for the incremental mechanism, overlap and deletions, ``notion_markdown`` for the block
-rendering and links, ``notion_session`` for the error policy and the OAuth refresh.
+``notion_sync`` for the incremental mechanism and overlap, ``notion_reconcile`` for deletions,
+``notion_markdown`` for the block rendering and links, ``notion_session`` for the error policy and the OAuth refresh.
 
 Account scope: the workspace name (``users/me`` → ``bot.workspace_name``), as the reference documents; the
 workspace id and bot id go into ``additional_metadata``. A token of a user-owned bot (no workspace name)
@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from ctxstore.connectors.notion_info import INFO, validate_credentials
 from ctxstore.connectors.notion_markdown import epoch, nid, title_of
+from ctxstore.connectors.notion_reconcile import existing_pages, existing_rows
 from ctxstore.connectors.notion_sync import (
     LIST_PAGE,
-    existing_pages,
-    existing_rows,
     iso,
     parent_ref,
     sync_data_source,

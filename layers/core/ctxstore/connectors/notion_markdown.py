@@ -12,6 +12,7 @@ in rich text `mentions` links.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -177,52 +178,88 @@ def render(blocks: list[dict[str, Any]], out: Rendered, indent: str = "") -> Non
             out.lines.append(indent + "▸ " + rich(p.get("rich_text"), out))
             render(children, out, indent + "  ")
         elif kind in ("quote", "callout"):
-            icon = (p.get("icon") or {}).get("emoji") if kind == "callout" else None
-            text = rich(p.get("rich_text"), out)
-            out.lines += ["", indent + "> " + (f"{icon} " if icon else "") + text]
-            nested = Rendered(links=out.links, child_pages=out.child_pages)
-            render(children, nested)
-            out.lines += [indent + "> " + line if line else indent + ">" for line in nested.text.splitlines()]
-            out.lines.append("")
-        elif kind == "code":
-            language = str(p.get("language") or "")
-            out.lines += ["", indent + f"```{'' if language == 'plain text' else language}"]
-            out.lines += [indent + line for line in plain(p.get("rich_text")).splitlines()]
-            out.lines += [indent + "```", ""]
-        elif kind == "equation":
-            out.lines += ["", indent + f"$$ {p.get('expression') or ''} $$", ""]
-        elif kind == "divider":
-            out.lines += ["", indent + "---", ""]
-        elif kind == "table":
-            out.lines.append("")
-            _table(block, out, indent)
-        elif kind == "child_page":
-            target = nid(block.get("id"))
-            out.child_pages.append(target)
-            out.lines.append(indent + f"[{p.get('title') or 'Untitled'}]({notion_url(target)})")
-        elif kind == "child_database":
-            out.lines.append(indent + f"[Database: {p.get('title') or 'Untitled'}]({notion_url(str(block.get('id')))})")
-        elif kind == "link_to_page":
-            ref = str(p.get("type") or "")
-            target = str(p.get(ref) or "")
-            if target and ref in ("page_id", "data_source_id"):
-                out.link(target, "linked_to")
-                out.lines.append(indent + f"→ [linked page]({notion_url(target)})")
-        elif kind in ("bookmark", "embed", "link_preview"):
-            url = str(p.get("url") or "")
-            caption = rich(p.get("caption"), out)
-            if url:
-                out.lines.append(indent + f"[{caption or url}]({url})")
-        elif kind in ("image", "video", "file", "pdf", "audio"):
-            out.lines.append(indent + _media(kind, p, out))
-        elif kind in SKIPPED or kind == "synced_block":
-            render(children, out, indent)
-        elif isinstance(p.get("rich_text"), list):  # paragraph and any text-bearing type
-            text = rich(p["rich_text"], out)
+            _quote(kind, p, children, out, indent)
+        elif kind in _LEAVES:
+            _LEAVES[kind](kind, block, p, out, indent)
+        elif kind not in SKIPPED and kind != "synced_block" and isinstance(p.get("rich_text"), list):
+            text = rich(p["rich_text"], out)  # paragraph and any text-bearing type
             out.lines += ["", indent + text, ""] if not indent else [indent + text]
             render(children, out, indent + "  ")
-        else:
+        else:  # skipped wrappers, synced blocks and unknown types: their children only
             render(children, out, indent)
+
+
+def _quote(kind: str, p: dict[str, Any], children: list[dict[str, Any]], out: Rendered, indent: str) -> None:
+    icon = (p.get("icon") or {}).get("emoji") if kind == "callout" else None
+    text = rich(p.get("rich_text"), out)
+    out.lines += ["", indent + "> " + (f"{icon} " if icon else "") + text]
+    nested = Rendered(links=out.links, child_pages=out.child_pages)
+    render(children, nested)
+    out.lines += [indent + "> " + line if line else indent + ">" for line in nested.text.splitlines()]
+    out.lines.append("")
+
+
+def _code(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    language = str(p.get("language") or "")
+    out.lines += ["", indent + f"```{'' if language == 'plain text' else language}"]
+    out.lines += [indent + line for line in plain(p.get("rich_text")).splitlines()]
+    out.lines += [indent + "```", ""]
+
+
+def _equation(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    out.lines += ["", indent + f"$$ {p.get('expression') or ''} $$", ""]
+
+
+def _divider(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    out.lines += ["", indent + "---", ""]
+
+
+def _table_block(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    out.lines.append("")
+    _table(block, out, indent)
+
+
+def _child_page(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    target = nid(block.get("id"))
+    out.child_pages.append(target)
+    out.lines.append(indent + f"[{p.get('title') or 'Untitled'}]({notion_url(target)})")
+
+
+def _child_database(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    out.lines.append(indent + f"[Database: {p.get('title') or 'Untitled'}]({notion_url(str(block.get('id')))})")
+
+
+def _link_to_page(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    ref = str(p.get("type") or "")
+    target = str(p.get(ref) or "")
+    if target and ref in ("page_id", "data_source_id"):
+        out.link(target, "linked_to")
+        out.lines.append(indent + f"→ [linked page]({notion_url(target)})")
+
+
+def _bookmark(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    url = str(p.get("url") or "")
+    caption = rich(p.get("caption"), out)
+    if url:
+        out.lines.append(indent + f"[{caption or url}]({url})")
+
+
+def _media_block(kind: str, block: dict[str, Any], p: dict[str, Any], out: Rendered, indent: str) -> None:
+    out.lines.append(indent + _media(kind, p, out))
+
+
+# Blocks without children of their own to render: each type's markdown.
+_LEAVES: dict[str, Callable[[str, dict[str, Any], dict[str, Any], Rendered, str], None]] = {
+    "code": _code,
+    "equation": _equation,
+    "divider": _divider,
+    "table": _table_block,
+    "child_page": _child_page,
+    "child_database": _child_database,
+    "link_to_page": _link_to_page,
+    **dict.fromkeys(("bookmark", "embed", "link_preview"), _bookmark),
+    **dict.fromkeys(("image", "video", "file", "pdf", "audio"), _media_block),
+}
 
 
 def _property_value(prop: dict[str, Any], out: Rendered) -> str:

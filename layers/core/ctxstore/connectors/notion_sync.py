@@ -57,7 +57,6 @@ QUERY_PAGE = 50
 LIST_PAGE = 100
 MAX_BLOCKS = 5000  # per page; a longer page is cut (and says so)
 MAX_DEPTH = 16
-MAX_CONFIRM = 50  # known objects missing from a listing, confirmed one call each per cycle
 MAX_PARENT_HOPS = 10  # block parents walked up to find the page a nested page sits in
 
 
@@ -74,7 +73,7 @@ def _marker(edited: float, fetched_at: float) -> float:
     return edited if edited + MINUTE_S <= fetched_at else 0.0
 
 
-def _trashed(obj: dict[str, Any]) -> bool:
+def is_trashed(obj: dict[str, Any]) -> bool:
     return bool(obj.get("in_trash") or obj.get("archived"))
 
 
@@ -214,7 +213,7 @@ def _fetch_page(session: NotionSession, pid: str, root: str, page: dict[str, Any
             page = session.page(pid, missing=ResourceUnavailable if pid == root else Gone)
         except Gone:
             return None
-    if _trashed(page):
+    if is_trashed(page):
         if pid == root:
             raise ResourceUnavailable(f"notion page {root} is in the trash")
         return None
@@ -305,59 +304,8 @@ def _incremental(
     _fetch_page(session, root, root, None)  # 404 (unshared) or trashed: the resource's failure
     if not p:
         p = {"started": now, "todo": []}
-        parents: dict[str, tuple[str, str]] = {}
-        cursor: str | None = None
-        while True:
-            res = session.search("page", cursor=cursor, page_size=LIST_PAGE)
-            results = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("id")]
-            stop = False
-            for r in results:
-                edited = epoch(r.get("last_edited_time")) or 0.0
-                if edited < float(st["since"]):
-                    stop = True
-                    break
-                pid = nid(r["id"])
-                found[pid] = r
-                parents[pid] = parent_ref(r)
-            cursor = res.get("next_cursor") if res.get("has_more") else None
-            if stop or not cursor:
-                break
-        blocks: dict[str, str] = {}
-        for pid, (kind, ref) in list(parents.items()):
-            if kind == "block_id":
-                parents[pid] = ("page_id", _containing_page(session, ref, blocks))
-        memo: dict[str, bool] = {}
-
-        def member(pid: str) -> bool:
-            """Whether the page's parent chain reaches the root (through this pass's pages or known members)."""
-            if pid == root:
-                return True
-            if pid in memo:
-                return memo[pid]
-            if pid in parents:
-                kind, ref = parents[pid]
-            elif pid in members:
-                kind, ref = "page_id", str(members[pid][1] or "")
-            else:
-                return False
-            memo[pid] = False  # a cycle (a move seen half-way) does not reach the root
-            memo[pid] = kind == "page_id" and bool(ref) and member(ref)
-            return memo[pid]
-
-        moved_out = [pid for pid in parents if pid in members and pid != root and not member(pid)]
-        for pid in _with_descendants(moved_out, members):
-            members.pop(pid, None)
-            yield DeletedObject(pid)
-        for pid in parents:
-            if pid != root and not member(pid):
-                continue
-            edited = epoch(found[pid].get("last_edited_time")) or 0.0
-            known = members.get(pid)
-            if known is not None and (new_only or (known[0] and float(known[0]) == edited)):
-                if known[1] != parents[pid][1] and pid != root:
-                    known[1] = parents[pid][1]
-                continue
-            p["todo"].append([pid, parents[pid][1] if pid != root else None])
+        parents = _changed_pages(session, float(st["since"]), found)
+        yield from _plan_pass(root, members, parents, found, p["todo"], new_only=new_only)
     st["pass"] = p
     while p["todo"]:
         batch, p["todo"] = p["todo"][:PAGES_PER_CHECKPOINT], p["todo"][PAGES_PER_CHECKPOINT:]
@@ -393,9 +341,9 @@ def _with_descendants(pages: list[str], members: dict[str, list[Any]]) -> list[s
 # ---- data sources ----------------------------------------------------------------------------------------
 
 
-def _data_source(session: NotionSession, dsid: str) -> dict[str, Any]:
+def live_data_source(session: NotionSession, dsid: str) -> dict[str, Any]:
     ds = session.data_source(dsid)
-    if _trashed(ds):
+    if is_trashed(ds):
         raise ResourceUnavailable(f"notion data source {dsid} is in the trash")
     return ds
 
@@ -409,7 +357,7 @@ def sync_data_source(
     st = dict(request.checkpoint or {})
     if st.get("type") != "data_source" or st.get("data_source") != dsid:
         st = {"v": 1, "type": "data_source", "data_source": dsid, "since": request.start, "recent": {}}
-    ds = _data_source(session, dsid)
+    ds = live_data_source(session, dsid)
     if not st.get("query_cursor"):
         st["started"] = now
         yield data_source_object(ds)
@@ -431,7 +379,7 @@ def sync_data_source(
             st["query_cursor"] = None  # Notion no longer knows the stored cursor: this pass again from `since`
             continue
         for row in res.get("results") or []:
-            if not isinstance(row, dict) or row.get("object") != "page" or _trashed(row):
+            if not isinstance(row, dict) or row.get("object") != "page" or is_trashed(row):
                 continue
             rid = nid(row["id"])
             edited = epoch(row.get("last_edited_time")) or 0.0
@@ -459,50 +407,79 @@ def sync_data_source(
         return
 
 
-# ---- deletions -------------------------------------------------------------------------------------------
-
-
-def existing_pages(session: NotionSession, root: str, known: list[str]) -> list[str]:
-    """Known pages of a page resource that still exist (searchable, or confirmed one by one)."""
-    listed: set[str] = set()
+def _changed_pages(
+    session: NotionSession, since: float, found: dict[str, dict[str, Any]]
+) -> dict[str, tuple[str, str]]:
+    """Pages edited since `since` (search runs newest first) and each one's parent, a block's resolved to
+    the page that holds it; the page objects are kept in `found`."""
+    parents: dict[str, tuple[str, str]] = {}
     cursor: str | None = None
     while True:
         res = session.search("page", cursor=cursor, page_size=LIST_PAGE)
-        listed.update(nid(r["id"]) for r in res.get("results") or [] if isinstance(r, dict) and r.get("id"))
+        results = [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("id")]
+        stop = False
+        for r in results:
+            if (epoch(r.get("last_edited_time")) or 0.0) < since:
+                stop = True
+                break
+            pid = nid(r["id"])
+            found[pid] = r
+            parents[pid] = parent_ref(r)
         cursor = res.get("next_cursor") if res.get("has_more") else None
-        if not cursor:
+        if stop or not cursor:
             break
-    return _confirmed(session, known, listed, lambda page: True)
+    blocks: dict[str, str] = {}
+    for pid, (kind, ref) in list(parents.items()):
+        if kind == "block_id":
+            parents[pid] = ("page_id", _containing_page(session, ref, blocks))
+    return parents
 
 
-def existing_rows(session: NotionSession, dsid: str, since: float | None, known: list[str]) -> list[str]:
-    """Known objects of a data source resource that still exist: the data source, and rows still in it."""
-    _data_source(session, dsid)
-    listed: set[str] = {dsid}
-    cursor: str | None = None
-    while True:
-        body: dict[str, Any] = {"page_size": LIST_PAGE}
-        if since is not None:
-            body["filter"] = {"timestamp": "created_time", "created_time": {"on_or_after": iso(since)}}
-        if cursor:
-            body["start_cursor"] = cursor
-        res = session.query(dsid, body)
-        listed.update(nid(r["id"]) for r in res.get("results") or [] if isinstance(r, dict) and r.get("id"))
-        cursor = res.get("next_cursor") if res.get("has_more") else None
-        if not cursor:
-            break
-    return _confirmed(session, known, listed, lambda page: parent_ref(page) == ("data_source_id", dsid))
+class _Membership:
+    """Whether a page's parent chain reaches the root (through this pass's pages or known members)."""
+
+    def __init__(self, root: str, parents: dict[str, tuple[str, str]], members: dict[str, list[Any]]) -> None:
+        self.root, self.parents, self.members = root, parents, members
+        self.memo: dict[str, bool] = {}
+
+    def __call__(self, pid: str) -> bool:
+        if pid == self.root:
+            return True
+        if pid in self.memo:
+            return self.memo[pid]
+        if pid in self.parents:
+            kind, ref = self.parents[pid]
+        elif pid in self.members:
+            kind, ref = "page_id", str(self.members[pid][1] or "")
+        else:
+            return False
+        self.memo[pid] = False  # a cycle (a move seen half-way) does not reach the root
+        self.memo[pid] = kind == "page_id" and bool(ref) and self(ref)
+        return self.memo[pid]
 
 
-def _confirmed(session: NotionSession, known: list[str], listed: set[str], belongs: Any) -> list[str]:
-    present = [k for k in known if k in listed]
-    missing = [k for k in known if k not in listed]
-    for pid in missing[:MAX_CONFIRM]:
-        try:
-            page = session.page(pid, missing=Gone)
-        except Gone:
+def _plan_pass(
+    root: str,
+    members: dict[str, list[Any]],
+    parents: dict[str, tuple[str, str]],
+    found: dict[str, dict[str, Any]],
+    todo: list[list[Any]],
+    *,
+    new_only: bool,
+) -> Iterator[SyncEvent]:
+    """Pages moved out of the tree are deleted (with their descendants); changed pages inside it go on `todo`."""
+    member = _Membership(root, parents, members)
+    moved_out = [pid for pid in parents if pid in members and pid != root and not member(pid)]
+    for pid in _with_descendants(moved_out, members):
+        members.pop(pid, None)
+        yield DeletedObject(pid)
+    for pid in parents:
+        if pid != root and not member(pid):
             continue
-        if not _trashed(page) and belongs(page):
-            present.append(pid)
-    present.extend(missing[MAX_CONFIRM:])  # not confirmed this cycle: kept until a later one
-    return present
+        edited = epoch(found[pid].get("last_edited_time")) or 0.0
+        known = members.get(pid)
+        if known is not None and (new_only or (known[0] and float(known[0]) == edited)):
+            if known[1] != parents[pid][1] and pid != root:
+                known[1] = parents[pid][1]
+            continue
+        todo.append([pid, parents[pid][1] if pid != root else None])

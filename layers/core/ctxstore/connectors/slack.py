@@ -37,121 +37,36 @@ from urllib.error import URLError
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
-from slack_sdk.http_retry.request import HttpRequest
-from slack_sdk.http_retry.response import HttpResponse
-from slack_sdk.http_retry.state import RetryState
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
+from ctxstore.connectors.slack_client import REFRESH_REFUSED, RateLimitWithin, call, failure
+from ctxstore.connectors.slack_info import INFO, THREAD_WINDOW_S
 from ctxstore.ports.connector_provider import (
     AccountInfo,
     Checkpoint,
-    CredentialsRejected,
     DeletedObject,
     DiscoveredResource,
     DiscoverPage,
-    FieldInfo,
     KnownObject,
     ObjectLink,
     ProviderContext,
-    ProviderInfo,
-    RateLimited,
     RefreshRejected,
-    ResourceUnavailable,
     SyncedObject,
     SyncEvent,
     SyncRequest,
-    TokenExpired,
     TransientProviderError,
 )
 
 # The SDK logs request bodies (tokens, client secrets) at DEBUG: never let that level through.
 logging.getLogger("slack_sdk").setLevel(logging.WARNING)
 
-THREAD_WINDOW_S = 7 * 86400
 EDIT_SKEW_S = 60.0  # an edit this close before the previous pass began is re-read (clocks differ)
 PAGE = 200  # Slack's recommended page size for history and replies
 MAX_WATCHED = 500  # threads polled beyond the window, most recently active first
 OLD_THREADS_PER_CHECKPOINT = 25
 
-REJECTED = frozenset(
-    {
-        "invalid_auth",
-        "not_authed",
-        "token_revoked",
-        "account_inactive",
-        "missing_scope",
-        "no_permission",
-        "not_allowed_token_type",
-        "team_access_not_granted",
-        "ekm_access_denied",
-        "invalid_client_id",
-        "bad_client_secret",
-        "invalid_client",
-    }
-)
-REFRESH_REFUSED = frozenset({"invalid_refresh_token", "refresh_token_expired", "invalid_grant", "token_revoked"})
-RESOURCE_GONE = frozenset({"channel_not_found", "not_in_channel", "is_archived", "access_denied"})
 SKIPPED_SUBTYPES = frozenset(
     {"channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name", "channel_archive"}
-)
-
-CREDENTIAL_SCHEMA: dict[str, Any] = {
-    "oneOf": [
-        {
-            "title": "api_token",
-            "type": "object",
-            "properties": {"access_token": {"type": "string", "description": "a bot (xoxb-) or user (xoxp-) token"}},
-            "required": ["access_token"],
-        },
-        {
-            "title": "oauth",
-            "type": "object",
-            "properties": {
-                "access_token": {"type": "string"},
-                "refresh_token": {"type": "string", "description": "from an app with token rotation (xoxe-)"},
-                "expires_at": {"type": "number", "description": "epoch seconds when access_token expires"},
-                "client_id": {"type": "string"},
-                "client_secret": {"type": "string"},
-            },
-            "required": ["access_token", "refresh_token", "client_id", "client_secret"],
-        },
-    ]
-}
-
-INFO = ProviderInfo(
-    provider="slack",
-    category="chat",
-    display_name="Slack",
-    auth_types=("api_token", "oauth"),
-    credential_schema=CREDENTIAL_SCHEMA,
-    resource_types=("channel",),
-    indexed_object_types=("message",),
-    searchable_fields=(
-        FieldInfo("text", "string", "the message text (with file names)"),
-        FieldInfo("title", "string", "#channel and the message's first line"),
-    ),
-    filterable_fields=(
-        FieldInfo("provider", "string", "always 'slack'", "provider"),
-        FieldInfo("connector_id", "string", "the connector that synced it", "connector_id"),
-        FieldInfo("slack_channel", "string", "channel id", "additional_metadata.slack_channel"),
-        FieldInfo("slack_channel_name", "string", "channel name", "additional_metadata.slack_channel_name"),
-        FieldInfo("slack_ts", "string", "message ts", "additional_metadata.slack_ts"),
-        FieldInfo("slack_thread_ts", "string", "thread root ts", "additional_metadata.slack_thread_ts"),
-        FieldInfo("author", "string", "user or bot id", "additional_metadata.author"),
-    ),
-    default_sync_interval_s=3600,
-    min_sync_interval_s=300,
-    max_sync_interval_s=604800,
-    setup_guide=(
-        "Create a Slack app, add the bot scopes channels:read, channels:history, groups:read and"
-        " groups:history, install it and invite it to each channel to sync; pass the bot token (xoxb-) as"
-        " access_token. With token rotation enabled, use auth_type oauth with access_token, refresh_token,"
-        " expires_at, client_id and client_secret."
-    ),
-    reconcile_window_s=THREAD_WINDOW_S,
-    # Every cycle: the listing re-reads the window the incremental pass has just read (one or a few history
-    # pages) and vouches for threads without a call, so deletions show on the next cycle for almost nothing.
-    reconcile_interval_s=0,
 )
 
 
@@ -164,87 +79,6 @@ def _f(value: object) -> float:
         return float(str(value))
     except ValueError:
         return 0.0
-
-
-def _header(headers: dict[str, Any], name: str) -> str | None:
-    for k, v in headers.items():
-        if k.lower() == name:
-            return str(v[0] if isinstance(v, list) else v)
-    return None
-
-
-def _retry_after(headers: dict[str, Any]) -> float:
-    try:
-        return max(0.0, float(_header(headers, "retry-after") or 1))
-    except ValueError:
-        return 1.0
-
-
-class _RateLimitWithin(RateLimitErrorRetryHandler):
-    """The SDK's 429 handler, bounded: it waits Retry-After through the service's sleep when that is within
-    max_wait_s; a longer wait is not retried here (the call then raises RateLimited)."""
-
-    def __init__(self, ctx: ProviderContext) -> None:
-        super().__init__(max_retry_count=5)
-        self._ctx = ctx
-
-    def _can_retry(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        return (
-            response is not None
-            and response.status_code == 429
-            and _retry_after(response.headers) <= self._ctx.max_wait_s
-        )
-
-    def prepare_for_next_attempt(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> None:
-        state.next_attempt_requested = True
-        self._ctx.sleep(_retry_after(response.headers) if response is not None else 1.0)
-        state.increment_current_attempt()
-
-
-def _failure(method: str, exc: SlackApiError) -> Exception:
-    status = int(getattr(exc.response, "status_code", 0) or 0)
-    error = ""
-    try:
-        error = str(exc.response.get("error") or "")
-    except (AttributeError, TypeError, ValueError):
-        pass
-    if status == 429 or error == "ratelimited":
-        wait = _retry_after(dict(getattr(exc.response, "headers", {}) or {}))
-        return RateLimited(f"slack {method}: rate limited (Retry-After {wait:.0f} s)", retry_after_s=wait)
-    if error == "token_expired":
-        return TokenExpired(f"slack {method}: token_expired")
-    if error in REJECTED:
-        return CredentialsRejected(f"slack {method}: {error}")
-    if error in RESOURCE_GONE:
-        return ResourceUnavailable(f"slack {method}: {error}")
-    return TransientProviderError(f"slack {method}: {error or f'HTTP {status}'}")
-
-
-def _call(method: str, fn: Any, **params: Any) -> dict[str, Any]:
-    """One Web API call: its JSON, or the provider error it means (never an SDK exception)."""
-    try:
-        data = fn(**{k: v for k, v in params.items() if v is not None}).data
-    except SlackApiError as exc:
-        raise _failure(method, exc) from None
-    except (URLError, TimeoutError, ConnectionError, OSError, SlackClientError, ValueError) as exc:
-        raise TransientProviderError(f"slack {method}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(data, dict):
-        raise TransientProviderError(f"slack {method}: unexpected answer")
-    return data
 
 
 class SlackProvider:
@@ -274,11 +108,11 @@ class SlackProvider:
             token=token if token is not None else str(ctx.credentials.get("access_token", "")),
             base_url=base_url or ctx.base_url,
             timeout=max(1, int(ctx.http_timeout_s)),
-            retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1), _RateLimitWithin(ctx)],
+            retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1), RateLimitWithin(ctx)],
         )
 
     def account(self, ctx: ProviderContext) -> AccountInfo:
-        data = _call("auth.test", self._client(ctx).auth_test)
+        data = call("auth.test", self._client(ctx).auth_test)
         team_id = str(data.get("team_id") or "")
         details = {"slack_team": str(data.get("team") or "")}
         if data.get("url"):
@@ -299,7 +133,7 @@ class SlackProvider:
             error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
             if error in REFRESH_REFUSED:
                 raise RefreshRejected(f"slack oauth.v2.access: {error}") from None
-            raise _failure("oauth.v2.access", exc) from None
+            raise failure("oauth.v2.access", exc) from None
         except (URLError, TimeoutError, OSError, SlackClientError, ValueError) as exc:
             raise TransientProviderError(f"slack oauth.v2.access: {type(exc).__name__}: {exc}") from None
         if not isinstance(data, dict):
@@ -320,7 +154,7 @@ class SlackProvider:
         found: list[DiscoveredResource] = []
         next_cursor = cursor
         while True:
-            data = _call(
+            data = call(
                 "conversations.list",
                 client.conversations_list,
                 types="public_channel,private_channel",
@@ -348,7 +182,7 @@ class SlackProvider:
                 return DiscoverPage(found, next_cursor if limit is not None else None)
 
     def probe(self, ctx: ProviderContext, request: SyncRequest) -> bool:
-        data = _call(
+        data = call(
             "conversations.history",
             self._client(ctx).conversations_history,
             channel=request.resource_id,
@@ -405,7 +239,7 @@ class SlackProvider:
         cursor: str | None = None
         while True:
             try:
-                data = _call(
+                data = call(
                     "conversations.replies",
                     client.conversations_replies,
                     channel=channel,
@@ -448,7 +282,7 @@ class SlackProvider:
             "started_at": state.get("started_at") or ctx.now(),
         }
         while True:
-            data = _call(
+            data = call(
                 "conversations.history",
                 client.conversations_history,
                 channel=channel,
@@ -499,7 +333,7 @@ class SlackProvider:
             p = {"oldest": oldest, "latest": None, "started_at": now, "max_ts": high, "old": None}
         st = {"v": 1, "phase": "incremental", "high_ts": state.get("high_ts"), "seen_at": seen_at, "threads": threads}
         while p["old"] is None:
-            data = _call(
+            data = call(
                 "conversations.history",
                 client.conversations_history,
                 channel=channel,
@@ -604,7 +438,7 @@ class SlackProvider:
         counts: dict[str, int] = {}
         latest: str | None = None
         while True:
-            data = _call(
+            data = call(
                 "conversations.history",
                 client.conversations_history,
                 channel=channel,

@@ -7,13 +7,14 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.console import web
 from ctxstore.console.form_tokens import OneTimeForms
+from ctxstore.console.outcomes import Outcomes
 from ctxstore.console.pages import (
     auth,
     byog,
@@ -80,6 +81,7 @@ def build_console(services: Services) -> FastAPI:
     app.state.services = services
     app.state.sessions = SessionStore(services.container.records, services.container.clock)
     app.state.forms = OneTimeForms(services.container.records, services.container.clock)
+    app.state.outcomes = Outcomes(services.container.records, services.container.clock)
     for module in (auth, keys, databases, items, playground, graphs, byog, webhooks, connectors):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.HERE / "static"), name="static")
@@ -138,5 +140,14 @@ async def _caller_or_none(request: Request) -> web.Caller | None:
         return None
 
 
+FAVICON = web.HERE / "static" / "favicon.ico"
+
+
+async def favicon() -> FileResponse:
+    """Browsers ask for /favicon.ico whatever the page says: a real icon, not a 404 in the console's log."""
+    return FileResponse(FAVICON, media_type="image/x-icon", headers={"Cache-Control": "public, max-age=86400"})
+
+
 def mount(app: FastAPI, services: Services) -> None:
+    app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     app.mount(PREFIX, build_console(services))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -13,7 +13,10 @@ from urllib.parse import quote
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
+from ctxstore.console import outcomes as outcome_store
 from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.sessions import Session, SessionStore, same_token
 from ctxstore.domain.errors import ApiError, ErrorCode
@@ -63,8 +66,54 @@ def relative(iso: str | None, now: float | None = None) -> str:
     return f"in {text}" if delta > 0 else f"{text} ago"
 
 
+def when(value: str | float | None) -> str:
+    """Every timestamp on every page in one format: '2026-11-27 03:47:12 UTC' (ISO text or epoch seconds)."""
+    if value is None or value == "":
+        return ""
+    try:
+        if isinstance(value, int | float):
+            at = datetime.fromtimestamp(float(value), UTC)
+        else:
+            at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        return str(value)
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def size(n: int | float | None) -> str:
+    """Bytes in the unit a person reads: '930 bytes', '1.2 KB', '3.4 MB' (binary multiples, as file managers)."""
+    if n is None:
+        return ""
+    value = float(n)
+    if value < 1024:
+        return f"{int(value)} byte{'' if int(value) == 1 else 's'}"
+    for unit in ("KB", "MB", "GB", "TB"):
+        value /= 1024
+        if value < 1024 or unit == "TB":
+            return f"{value:.1f} {unit}"
+    return f"{value:.1f} TB"
+
+
+# CommonMark with raw HTML off: a `<script>` in an item is shown as text; markdown-it also refuses
+# javascript:/vbscript:/file: links and data: links other than images.
+_markdown = MarkdownIt("commonmark", {"html": False})
+
+
+def markdown(text: str | None) -> Markup:
+    """An item's text as HTML. Its headings start at h3: the page's h1 is the item and its h2 the section."""
+    tokens = _markdown.parse(text or "")
+    for t in tokens:
+        if t.type in ("heading_open", "heading_close"):
+            t.tag = f"h{min(6, int(t.tag[1]) + 2)}"
+    # Safe: markdown-it escapes every raw HTML tag (html off).
+    return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))
+
+
 templates.filters["relative"] = relative
-templates.filters["when"] = lambda iso: (str(iso)[:19].replace("T", " ") + " UTC") if iso else ""
+templates.filters["markdown"] = markdown
+templates.filters["when"] = when
+templates.filters["size"] = size
 
 # What a person should read first for each error code; the service's own message follows it.
 _HEADLINES = {
@@ -97,9 +146,14 @@ class Problem:
     request_id: str
 
     @staticmethod
-    def of(request: Request, err: ApiError) -> Problem:
+    def of(request: Request, err: ApiError, refused: str = "") -> Problem:
+        """`refused`: the headline when the service refused the request as a whole (its code says "invalid
+        parameters", yet nothing was missing or malformed: a Cypher query the engine refuses, a webhook URL)."""
+        headline = _HEADLINES.get(err.code, "That did not work.")
+        if refused and err.code in (ErrorCode.INVALID_PARAMETERS, ErrorCode.INVALID_INPUT):
+            headline = refused
         return Problem(
-            _HEADLINES.get(err.code, "That did not work."),
+            headline,
             err.message,
             err.code.value,
             err.status,
@@ -143,6 +197,11 @@ def forms(request: Request) -> OneTimeForms:
     return one_time
 
 
+def outcomes(request: Request) -> outcome_store.Outcomes:
+    kept: outcome_store.Outcomes = request.app.state.outcomes
+    return kept
+
+
 def base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
@@ -184,7 +243,11 @@ def is_htmx(request: Request) -> bool:
 
 
 def render(request: Request, name: str, caller: Caller | None = None, status: int = 200, **values: Any) -> HTMLResponse:
+    shown: dict[str, Any] = {}
+    if caller is not None and outcome_store.FIELD in request.query_params:  # the redirect of a POST (done())
+        shown = outcomes(request).read(caller.session, request.query_params[outcome_store.FIELD])
     ctx: dict[str, Any] = {
+        **shown,
         "base": base(request),
         "request_id": request_id(request),
         "user": caller,
@@ -202,6 +265,15 @@ def redirect(request: Request, to: str) -> Response:
     if is_htmx(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
     return RedirectResponse(url, status_code=303)
+
+
+def done(request: Request, caller: Caller, to: str, **outcome: Any) -> Response:
+    """Post/Redirect/Get after a successful POST: its outcome is kept and the redirected page shows it, so a
+    reload posts nothing again and the address bar holds a GET address."""
+    token = outcomes(request).keep(caller.session, outcome)
+    path, _, fragment = to.partition("#")
+    path += ("&" if "?" in path else "?") + f"{outcome_store.FIELD}={token}"
+    return redirect(request, path + (f"#{fragment}" if fragment else ""))
 
 
 def problem_json(request: Request, err: ApiError) -> JSONResponse:

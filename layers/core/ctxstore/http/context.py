@@ -45,8 +45,12 @@ def get_context(scope: Scope) -> RequestContext:
     return ctx  # type: ignore[no-any-return]
 
 
+# /favicon.ico: browsers ask for it on every console page (console/mount.py serves it).
+PUBLIC_PATHS = ("/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/favicon.ico")
+
+
 def route_family(path: str) -> str:
-    if path in ("/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc") or path.startswith("/blobs/"):
+    if path in PUBLIC_PATHS or path.startswith("/blobs/"):
         return "public"  # /blobs/{token}: the signed token is the credential
     if path == "/console" or path.startswith("/console/"):
         return "public"  # the console checks its own session cookie (console/web.py), never a Bearer key

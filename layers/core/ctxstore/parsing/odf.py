@@ -107,42 +107,54 @@ class _Walker:
                 if text:
                     self.sink.add(("  " * (depth - 1) + "- " + text) if depth else text)
             elif ns == TEXTNS and name == "list":
-                self.budget.check()
-                outer = self.sink
-                self.sink = TextSink(max(0, outer.limit - outer.size))
-                for item in _children(child):
-                    if item.nodeType == item.ELEMENT_NODE:
-                        self.block(item, depth + 1)
-                inner, self.sink = self.sink, outer
-                self.sink.tables += inner.tables
-                self.sink.add("\n".join(inner.blocks))  # one block, so the list renders tight
+                self.list_block(child, depth)
             elif ns == TABLENS and name == "table":
-                self.budget.check()
-                rows = self.cell_rows(child)
-                width = max((len(r) for r in rows), default=0)
-                rendered = table([r + [""] * (width - len(r)) for r in rows])
-                if rendered:
-                    self.sink.tables += 1
-                    self.sink.add(rendered)
+                self.table_block(child)
             elif ns == DRAWNS and name == "page":
-                self.slide += 1
-                title = _attr(child, DRAWNS, "name")
-                generic = not title or re.fullmatch(r"(page|slide)\s*\d+", title, re.I)
-                self.sink.add(heading(2, f"Slide {self.slide}" + ("" if generic else f": {title}")))
-                self.block(child, depth)
+                self.slide_block(child, depth)
             elif ns == PRESENTATIONNS and name == "notes":
-                notes = TextSink()
-                sub = _Walker(self.budget)
-                sub.sink = notes
-                sub.block(child)
-                if notes.blocks:
-                    self.sink.add("### Notes")
-                    self.sink.add(notes.text())
+                self.notes_block(child)
             elif ns == OFFICENS and name in ("forms", "annotation"):
                 if name == "annotation":
                     self.comments.append(self.plain(child))
             else:
                 self.block(child, depth)
+
+    def list_block(self, el: Node, depth: int) -> None:
+        self.budget.check()
+        outer = self.sink
+        self.sink = TextSink(max(0, outer.limit - outer.size))
+        for item in _children(el):
+            if item.nodeType == item.ELEMENT_NODE:
+                self.block(item, depth + 1)
+        inner, self.sink = self.sink, outer
+        self.sink.tables += inner.tables
+        self.sink.add("\n".join(inner.blocks))  # one block, so the list renders tight
+
+    def table_block(self, el: Node) -> None:
+        self.budget.check()
+        rows = self.cell_rows(el)
+        width = max((len(r) for r in rows), default=0)
+        rendered = table([r + [""] * (width - len(r)) for r in rows])
+        if rendered:
+            self.sink.tables += 1
+            self.sink.add(rendered)
+
+    def slide_block(self, el: Node, depth: int) -> None:
+        self.slide += 1
+        title = _attr(el, DRAWNS, "name")
+        generic = not title or re.fullmatch(r"(page|slide)\s*\d+", title, re.I)
+        self.sink.add(heading(2, f"Slide {self.slide}" + ("" if generic else f": {title}")))
+        self.block(el, depth)
+
+    def notes_block(self, el: Node) -> None:
+        notes = TextSink()
+        sub = _Walker(self.budget)
+        sub.sink = notes
+        sub.block(el)
+        if notes.blocks:
+            self.sink.add("### Notes")
+            self.sink.add(notes.text())
 
 
 def parse_odf(data: bytes, ext: str, budget: Budget) -> ParsedDocument:

@@ -55,66 +55,72 @@ def tokenize(src: str) -> list[Token]:
     out: list[Token] = []
     i, n = 0, len(src)
     while i < n:
-        c = src[i]
-        if c.isspace():
-            i += 1
+        skipped = _skip(src, i)
+        if skipped > i:
+            i = skipped
             continue
-        if src.startswith("//", i):
-            j = src.find("\n", i)
-            i = n if j < 0 else j + 1
-            continue
-        if src.startswith("/*", i):
-            j = src.find("*/", i + 2)
-            if j < 0:
-                raise LexError("unterminated block comment", i)
-            i = j + 2
-            continue
-        if c in "'\"":
-            text, j = _string(src, i)
-            out.append(Token(Kind.STRING, text, i, j))
-            i = j
-            continue
-        if c == "`":
-            text, j = _backtick(src, i)
-            out.append(Token(Kind.QIDENT, text, i, j))
-            i = j
-            continue
-        if c == "$":
-            j = i + 1
-            if j < n and src[j] == "`":
-                name, j = _backtick(src, j)
-            else:
-                while j < n and _ident_part(src[j]):
-                    j += 1
-                name = src[i + 1 : j]
-                if not name:
-                    raise LexError("'$' must be followed by a parameter name", i)
-            out.append(Token(Kind.PARAM, name, i, j))
-            i = j
-            continue
-        if c.isdigit():
-            j = _number(src, i)
-            out.append(Token(Kind.NUMBER, src[i:j], i, j))
-            i = j
-            continue
-        if _ident_start(c):
-            j = i + 1
-            while j < n and _ident_part(src[j]):
-                j += 1
-            out.append(Token(Kind.IDENT, src[i:j], i, j))
-            i = j
-            continue
-        two = src[i : i + 2]
-        if two in _MULTI:
-            out.append(Token(Kind.SYMBOL, two, i, i + 2))
-            i += 2
-            continue
-        if c in _SYMBOLS:
-            out.append(Token(Kind.SYMBOL, c, i, i + 1))
-            i += 1
-            continue
-        raise LexError(f"unexpected character {c!r}", i)
+        token = _token(src, i)
+        out.append(token)
+        i = token.end
     return out
+
+
+def _skip(src: str, i: int) -> int:
+    """Past the whitespace or comment at i (i itself when there is none)."""
+    if src[i].isspace():
+        return i + 1
+    if src.startswith("//", i):
+        j = src.find("\n", i)
+        return len(src) if j < 0 else j + 1
+    if src.startswith("/*", i):
+        j = src.find("*/", i + 2)
+        if j < 0:
+            raise LexError("unterminated block comment", i)
+        return j + 2
+    return i
+
+
+def _token(src: str, i: int) -> Token:
+    """The token that starts at i."""
+    c = src[i]
+    if c in "'\"":
+        text, j = _string(src, i)
+        return Token(Kind.STRING, text, i, j)
+    if c == "`":
+        text, j = _backtick(src, i)
+        return Token(Kind.QIDENT, text, i, j)
+    if c == "$":
+        return _param(src, i)
+    if c.isdigit():
+        j = _number(src, i)
+        return Token(Kind.NUMBER, src[i:j], i, j)
+    if _ident_start(c):
+        j = _ident_end(src, i + 1)
+        return Token(Kind.IDENT, src[i:j], i, j)
+    two = src[i : i + 2]
+    if two in _MULTI:
+        return Token(Kind.SYMBOL, two, i, i + 2)
+    if c in _SYMBOLS:
+        return Token(Kind.SYMBOL, c, i, i + 1)
+    raise LexError(f"unexpected character {c!r}", i)
+
+
+def _ident_end(src: str, j: int) -> int:
+    while j < len(src) and _ident_part(src[j]):
+        j += 1
+    return j
+
+
+def _param(src: str, i: int) -> Token:
+    j = i + 1
+    if j < len(src) and src[j] == "`":
+        name, j = _backtick(src, j)
+    else:
+        j = _ident_end(src, j)
+        name = src[i + 1 : j]
+        if not name:
+            raise LexError("'$' must be followed by a parameter name", i)
+    return Token(Kind.PARAM, name, i, j)
 
 
 def _string(src: str, i: int) -> tuple[str, int]:

@@ -108,6 +108,16 @@ def screen(query: str) -> Screened:
             "or flatten the expression"
         )
 
+    is_write = _walk(tokens)
+
+    params_used = {t.text for t in tokens if t.kind is Kind.PARAM}
+    result = Screened(query=query, tokens=tokens, is_write=is_write, params_used=params_used)
+    _plan_delete_check(query, tokens, result)
+    return result
+
+
+def _walk(tokens: list[Token]) -> bool:
+    """Refuse what the engine does not support, tracking the clause each keyword sits in; True if it writes."""
     is_write = False
     clause_stack: list[str] = [""]  # current clause per nesting level
     depth_kinds: list[str] = []
@@ -124,53 +134,60 @@ def screen(query: str) -> Screened:
             continue
         word = t.text.upper()
         nxt = _next(tokens, i)
-        if word in CLAUSE_KEYWORDS and not _is_sym(nxt, "("):
+        if word == "MATCH" or (word in CLAUSE_KEYWORDS and not _is_sym(nxt, "(")):
             clause_stack[-1] = word
-        if word == "MATCH":
-            clause_stack[-1] = "MATCH"
-        if word in WRITE_KEYWORDS:
-            is_write = True
-        if word == "CALL" and not _is_sym(nxt, "{", "("):
-            name = _dotted_name(tokens, i + 1)
-            raise QueryRejected(
-                f"procedure calls are not supported (found 'CALL {name}'); procedures such as db.* and apoc.* "
-                "are not available. Express it in openCypher instead: e.g. MATCH (n) RETURN DISTINCT labels(n) "
-                "for labels, or use a CALL { ... } subquery"
-            )
-        if word == "CALL" and _is_sym(nxt, "(") and not _scoped_subquery(tokens, i + 1):
-            raise QueryRejected(
-                "procedure calls are not supported; use a CALL { ... } subquery or plain openCypher instead"
-            )
-        if word == "LOAD" and nxt is not None and nxt.is_kw("CSV"):
-            raise QueryRejected(
-                "LOAD CSV is not supported; read the file in your application and pass its rows in 'params', "
-                "e.g. UNWIND $rows AS row CREATE (:Item {name: row.name})"
-            )
-        if word == "EXISTS" and _is_sym(nxt, "{"):
-            raise QueryRejected(
-                "EXISTS { ... } blocks are not supported; use a bare pattern predicate instead, "
-                "e.g. WHERE (n)-[:KNOWS]->()"
-            )
-        if word == "EXISTS" and _is_sym(nxt, "("):
-            raise QueryRejected(
-                "the exists() function is not supported; test a property with 'n.prop IS NOT NULL' "
-                "and a pattern with a bare pattern predicate, e.g. WHERE (n)-[:KNOWS]->()"
-            )
-        if word in ("SHORTESTPATH", "ALLSHORTESTPATHS") and _is_sym(nxt, "("):
-            if clause_stack[-1] in ("MATCH", "OPTIONAL", "MERGE", "CREATE"):
-                raise QueryRejected(
-                    f"{t.text} is not supported inside MATCH p = ...; call it in RETURN or WITH instead, "
-                    f"e.g. MATCH (a {{id: 1}}), (b {{id: 2}}) RETURN {t.text}((a)-[*]->(b)) AS p"
-                )
-            if not _directed(tokens, i + 1):
-                raise QueryRejected(
-                    f"{t.text} needs a directed traversal; write the pattern with an arrow, e.g. {t.text}((a)-[*]->(b))"
-                )
+        is_write = is_write or word in WRITE_KEYWORDS
+        _refuse_call(tokens, i, word, nxt)
+        _refuse_load_and_exists(word, nxt)
+        _refuse_shortest_path(tokens, i, t, nxt, clause_stack[-1])
+    return is_write
 
-    params_used = {t.text for t in tokens if t.kind is Kind.PARAM}
-    result = Screened(query=query, tokens=tokens, is_write=is_write, params_used=params_used)
-    _plan_delete_check(query, tokens, result)
-    return result
+
+def _refuse_call(tokens: list[Token], i: int, word: str, nxt: Token | None) -> None:
+    if word != "CALL":
+        return
+    if not _is_sym(nxt, "{", "("):
+        name = _dotted_name(tokens, i + 1)
+        raise QueryRejected(
+            f"procedure calls are not supported (found 'CALL {name}'); procedures such as db.* and apoc.* "
+            "are not available. Express it in openCypher instead: e.g. MATCH (n) RETURN DISTINCT labels(n) "
+            "for labels, or use a CALL { ... } subquery"
+        )
+    if _is_sym(nxt, "(") and not _scoped_subquery(tokens, i + 1):
+        raise QueryRejected(
+            "procedure calls are not supported; use a CALL { ... } subquery or plain openCypher instead"
+        )
+
+
+def _refuse_load_and_exists(word: str, nxt: Token | None) -> None:
+    if word == "LOAD" and nxt is not None and nxt.is_kw("CSV"):
+        raise QueryRejected(
+            "LOAD CSV is not supported; read the file in your application and pass its rows in 'params', "
+            "e.g. UNWIND $rows AS row CREATE (:Item {name: row.name})"
+        )
+    if word == "EXISTS" and _is_sym(nxt, "{"):
+        raise QueryRejected(
+            "EXISTS { ... } blocks are not supported; use a bare pattern predicate instead, e.g. WHERE (n)-[:KNOWS]->()"
+        )
+    if word == "EXISTS" and _is_sym(nxt, "("):
+        raise QueryRejected(
+            "the exists() function is not supported; test a property with 'n.prop IS NOT NULL' "
+            "and a pattern with a bare pattern predicate, e.g. WHERE (n)-[:KNOWS]->()"
+        )
+
+
+def _refuse_shortest_path(tokens: list[Token], i: int, t: Token, nxt: Token | None, clause: str) -> None:
+    if t.text.upper() not in ("SHORTESTPATH", "ALLSHORTESTPATHS") or not _is_sym(nxt, "("):
+        return
+    if clause in ("MATCH", "OPTIONAL", "MERGE", "CREATE"):
+        raise QueryRejected(
+            f"{t.text} is not supported inside MATCH p = ...; call it in RETURN or WITH instead, "
+            f"e.g. MATCH (a {{id: 1}}), (b {{id: 2}}) RETURN {t.text}((a)-[*]->(b)) AS p"
+        )
+    if not _directed(tokens, i + 1):
+        raise QueryRejected(
+            f"{t.text} needs a directed traversal; write the pattern with an arrow, e.g. {t.text}((a)-[*]->(b))"
+        )
 
 
 def _engine_text(query: str, tokens: list[Token]) -> tuple[str, list[Token]]:

@@ -9,7 +9,6 @@ onto source nodes and evidence edges so `acl` filters run inside the graph.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 import re
@@ -20,7 +19,6 @@ from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.graph_keys import (
     GRAPH_PREFIX,
-    acl_key,
     canonical_predicate,
     database_graph_prefix,
     entity_id,
@@ -38,11 +36,11 @@ from ctxstore.services.entity_graph import (
     EXTRACTED,
     EntityGraph,
     EntityRow,
-    ItemAccess,
     RelationRow,
     entity_ref,
     evidence,
 )
+from ctxstore.services.graph_shapes import chunk_for, item_access, member_row, path_group, positive_int
 from ctxstore.services.item_graph import RELATION_ORDER, ItemGraph, SourceProps, source_entity, structural_evidence
 from ctxstore.services.items import STORES, ItemRef, ItemService
 from ctxstore.services.principal import Principal
@@ -64,34 +62,6 @@ INDEXES = (
     "CREATE INDEX FOR ()-[r:REL]-() ON (r.item_id)",
     "CREATE INDEX FOR ()-[r:REL]-() ON (r.chunk_id)",
 )
-
-
-def _access(record: dict[str, Any]) -> ItemAccess:
-    readers = item_readers(record.get("additional_metadata"))
-    return ItemAccess(
-        acl=acl_key(readers),
-        public=readers is None,
-        timestamp=float(record.get("timestamp") or record.get("created_at") or 0.0),
-        provider=str(record.get("provider") or ""),
-    )
-
-
-def _chunk_for(context: str, chunks: Sequence[Chunk]) -> str:
-    """The chunk that contains a supplied relation's context (else the item's first chunk)."""
-    if context:
-        for c in chunks:
-            if context in c.text:
-                return c.id
-    return chunks[0].id if chunks else ""
-
-
-def _positive_int(raw: str | int | None, name: str, default: int) -> int:
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise invalid(f"'{name}' must be an integer") from None
 
 
 class GraphService:
@@ -132,7 +102,7 @@ class GraphService:
         """Build the item's share of both graphs; answers how many relations it holds now."""
         graph = graph_name(ref.store, ref.database, ref.collection)
         self._ensure_indexes(org, graph)
-        access = _access(record)
+        access = item_access(record)
         links = [(str(link["id"]), str(link["relation"])) for link in record.get("relates_to") or []]
         self.item_graph.upsert_source(
             org,
@@ -175,7 +145,7 @@ class GraphService:
                 context=r.get("context") or "",
                 confidence=1.0,
                 temporal=r.get("temporal_details"),
-                chunk_id=_chunk_for(r.get("context") or "", chunks),
+                chunk_id=chunk_for(r.get("context") or "", chunks),
                 origin=BYOG,
             )
             for r in data.get("relations") or []
@@ -242,7 +212,7 @@ class GraphService:
         if self._c.graph is None:
             return
         graph = graph_name(ref.store, ref.database, ref.collection)
-        access = _access(record)
+        access = item_access(record)
         self.item_graph.set_access(org, graph, ref.item_id, access.acl, access.public)
         self.entities.set_access(org, graph, ref.item_id, access)
 
@@ -260,7 +230,7 @@ class GraphService:
         principals: list[str] | None,
     ) -> dict[str, Any]:
         self._databases.require(principal, database)
-        limit = _positive_int(limit_raw, "limit", DEFAULT_RELATIONS_LIMIT)
+        limit = positive_int(limit_raw, "limit", DEFAULT_RELATIONS_LIMIT)
         if not 1 <= limit <= MAX_RELATIONS_LIMIT:
             raise invalid(f"'limit' must be from 1 to {MAX_RELATIONS_LIMIT}")
         offset = self._cursor(cursor_raw)
@@ -363,12 +333,12 @@ class GraphService:
     ) -> dict[str, Any]:
         self._databases.require(principal, database)
         try:
-            depth = _positive_int(depth_raw, "depth", 5)
+            depth = positive_int(depth_raw, "depth", 5)
         except ApiError:
             raise ApiError(ErrorCode.INVALID_INPUT, "'depth' must be an integer from 1 to 10") from None
         if not 1 <= depth <= MAX_DEPTH:
             raise ApiError(ErrorCode.INVALID_INPUT, f"'depth' must be from 1 to {MAX_DEPTH}, not {depth}")
-        max_sources = max(1, min(MAX_SOURCES, _positive_int(max_sources_raw, "max_sources", 200)))
+        max_sources = max(1, min(MAX_SOURCES, positive_int(max_sources_raw, "max_sources", 200)))
         org = principal.org
         graph = graph_name(store, database, collection)
         ig = self.item_graph
@@ -387,7 +357,7 @@ class GraphService:
         if start is None:
             return answer
         members: dict[str, dict[str, Any]] = {item_id: start}
-        listing = [_member(start, 0, None, None)]
+        listing = [member_row(start, 0, None, None)]
         truncated = False
         frontier = [item_id]
         level = 0
@@ -424,7 +394,7 @@ class GraphService:
                         truncated = True
                         break
                     members[sid] = props
-                    listing.append(_member(props, level, src, rel))
+                    listing.append(member_row(props, level, src, rel))
                     nxt.append(sid)
                     gained += 1
             frontier = nxt
@@ -488,7 +458,7 @@ class GraphService:
             for cid, triples in by_chunk.items():
                 rank = chunk_rank.get(cid, len(chunk_rank))
                 conf = sum(float(r.properties.get("confidence") or 0) for _, _, r in triples) / len(triples)
-                chunk_groups.append(_path_group([cid], triples, conf / (1 + rank)))
+                chunk_groups.append(path_group([cid], triples, conf / (1 + rank)))
             if not eids:  # nothing to expand from: spare the graph engine a round trip
                 continue
             for a, b, r in self.entities.neighbour_edges(request.org, graph, sorted(eids), 4 * request.max_groups):
@@ -497,7 +467,7 @@ class GraphService:
                 )
                 overlap = len(terms & set(_WORD.findall(text.casefold())))
                 score = float(r.properties.get("confidence") or 0) * (1 + overlap) / (1 + len(terms))
-                paths.append(_path_group([str(r.properties.get("chunk_id") or "")], [(a, b, r)], score))
+                paths.append(path_group([str(r.properties.get("chunk_id") or "")], [(a, b, r)], score))
         chunk_groups.sort(key=lambda g: -g["relevancy_score"])
         paths.sort(key=lambda g: -g["relevancy_score"])
         chunk_groups = chunk_groups[: request.max_groups]
@@ -508,46 +478,6 @@ class GraphService:
                 if cid in chunk_rank:
                     mapping.setdefault(cid, []).append(g["group_id"])
         return {"chunk_relations": chunk_groups, "query_paths": paths, "chunk_id_to_group_ids": mapping}
-
-
-def _member(props: dict[str, Any], depth: int, via: str | None, relation: str | None) -> dict[str, Any]:
-    m: dict[str, Any] = {
-        "source_id": str(props["sid"]),
-        "title": props.get("title") or "",
-        "app_kind": props.get("kind") or "",
-        "app_provider": props.get("provider") or "",
-        "app_external_id": props.get("external_id") or "",
-        "thread_id": props.get("thread_id") or "",
-        "depth": depth,
-        "hydration": "resolved",
-    }
-    if via is not None:
-        m["discovered_via"] = via
-        m["discovered_relation"] = relation
-    return m
-
-
-def _path_group(chunk_ids: list[str], triples: list[Any], score: float) -> dict[str, Any]:
-    rids = sorted(str(r.properties.get("rid")) for _, _, r in triples)
-    group_id = "grp_" + hashlib.sha1("\x1f".join(chunk_ids + rids).encode()).hexdigest()[:16]
-    contexts = list(dict.fromkeys(str(r.properties.get("context") or "") for _, _, r in triples))
-    return {
-        "group_id": group_id,
-        "relevancy_score": round(score, 6),
-        "combined_context": " ".join(c for c in contexts if c),
-        "source_chunk_ids": chunk_ids,
-        "triplets": [
-            {
-                "source": {k: v for k, v in entity_ref(a.properties).items() if k != "identifier"},
-                "target": {k: v for k, v in entity_ref(b.properties).items() if k != "identifier"},
-                "relation": {
-                    "predicate": r.properties.get("canon", ""),
-                    **evidence(r, epoch=True),
-                },
-            }
-            for a, b, r in triples
-        ],
-    }
 
 
 __all__ = ["GRAPH_PREFIX", "GraphService"]

@@ -29,6 +29,18 @@ class KeyInfo:
     revoked: bool
     databases: list[str] | None
     last_used_at: float | None = None
+    name: str = ""  # what the key is for, as its creator called it (keys made before names have none)
+
+
+MAX_KEY_NAME = 80
+
+
+def key_name(value: str | None) -> str:
+    """A key's name: optional, at most 80 printable characters (it is shown, never used to authenticate)."""
+    name = (value or "").strip()
+    if len(name) > MAX_KEY_NAME or any(not c.isprintable() for c in name):
+        raise ApiError(ErrorCode.INVALID_INPUT, f"a key's name is at most {MAX_KEY_NAME} printable characters")
+    return name
 
 
 class KeyService:
@@ -58,7 +70,9 @@ class KeyService:
             return None
         return self.create(DEFAULT_ORG)
 
-    def create(self, org: str, *, expires_in_s: int | None = None, databases: list[str] | None = None) -> str:
+    def create(
+        self, org: str, *, expires_in_s: int | None = None, databases: list[str] | None = None, name: str = ""
+    ) -> str:
         self.ensure_org(org)
         key = api_keys.generate()
         now = self._c.clock.now()
@@ -75,6 +89,7 @@ class KeyService:
                     "expires_at": now + expires_in_s if expires_in_s else None,
                     "revoked": False,
                     "databases": databases,
+                    **({"name": key_name(name)} if name else {}),
                 },
                 if_absent=True,
             ),
@@ -98,6 +113,7 @@ class KeyService:
                             bool(d.get("revoked")),
                             d.get("databases"),
                             d.get("last_used_at"),
+                            str(d.get("name") or ""),
                         )
                     )
             if page.next_after is None:
@@ -122,7 +138,12 @@ class KeyService:
         return sorted(self.list(principal.org), key=lambda k: -k.created_at)
 
     def create_for(
-        self, principal: Principal, *, expires_in_s: int | None = None, databases: builtins.list[str] | None = None
+        self,
+        principal: Principal,
+        *,
+        expires_in_s: int | None = None,
+        databases: builtins.list[str] | None = None,
+        name: str = "",
     ) -> str:
         """A new key of the caller's organisation. A key limited to some databases gives no wider access."""
         if expires_in_s is not None and expires_in_s <= 0:
@@ -135,7 +156,7 @@ class KeyService:
             raise ApiError(
                 ErrorCode.FORBIDDEN, "this API key is limited to some databases; a new key must name a subset of them"
             )
-        return self.create(principal.org, expires_in_s=expires_in_s, databases=databases)
+        return self.create(principal.org, expires_in_s=expires_in_s, databases=databases, name=key_name(name))
 
     def revoke_for(self, principal: Principal, prefix: str) -> None:
         """Revoke one of the caller's organisation's keys; another organisation's prefix is not found."""

@@ -143,8 +143,18 @@ def parse_metadata_filters(raw: object, schema: list[ms.FieldDef]) -> tuple[dict
     size = len(json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode())
     if size > MAX_FILTER_BYTES:
         raise _invalid(f"'metadata_filters' is {size} bytes; at most {MAX_FILTER_BYTES} are accepted")
+    by_name = {f.name: f for f in schema}
+    top = {key: _schema_filter(key, value, by_name.get(key), schema) for key, value in raw.items() if key not in NESTED}
+    return top, _nested_filters(raw)
+
+
+NESTED = ("additional_metadata", "document_metadata")
+
+
+def _nested_filters(raw: dict[str, Any]) -> dict[str, Any]:
+    """The free-form filters: `additional_metadata`, merged with its legacy alias `document_metadata`."""
     nested: dict[str, Any] = {}
-    for key in ("additional_metadata", "document_metadata"):
+    for key in NESTED:
         if key not in raw:
             continue
         sub = raw[key]
@@ -158,31 +168,30 @@ def parse_metadata_filters(raw: object, schema: list[ms.FieldDef]) -> tuple[dict
                     f" 'metadata_filters.document_metadata.{k}' differ"
                 )
             nested[k] = v
-    by_name = {f.name: f for f in schema}
-    top: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in ("additional_metadata", "document_metadata"):
-            continue
-        fd = by_name.get(key)
-        if fd is None:
-            raise _invalid(
-                f"'metadata_filters' key '{key}' is not declared in the database metadata schema;"
-                " free-form fields go under 'metadata_filters.additional_metadata'"
-            )
-        if not fd.enable_match:
-            raise _invalid(f"'metadata_filters' key '{key}' is declared with enable_match=false and cannot be matched")
-        values = _filter_values(f"metadata_filters.{key}", value)
-        if isinstance(value, list) and fd.data_type is not ms.DataType.VARCHAR:
-            raise _rule(f"'metadata_filters.{key}': a list of values is accepted for VARCHAR fields only")
-        if fd.data_type not in (ms.DataType.ARRAY, ms.DataType.JSON):
-            for v in values:
-                if v is not None:
-                    try:
-                        ms.validate_metadata(schema, {key: v}, "metadata_filters")
-                    except ApiError as exc:  # the schema's own 422, answered as /query's 400
-                        raise _rule(exc.message) from None
-        top[key] = value
-    return top, nested
+    return nested
+
+
+def _schema_filter(key: str, value: object, fd: ms.FieldDef | None, schema: list[ms.FieldDef]) -> object:
+    """One top-level filter on a field the database's metadata schema declares (and lets match)."""
+    if fd is None:
+        raise _invalid(
+            f"'metadata_filters' key '{key}' is not declared in the database metadata schema;"
+            " free-form fields go under 'metadata_filters.additional_metadata'"
+        )
+    if not fd.enable_match:
+        raise _invalid(f"'metadata_filters' key '{key}' is declared with enable_match=false and cannot be matched")
+    values = _filter_values(f"metadata_filters.{key}", value)
+    if isinstance(value, list) and fd.data_type is not ms.DataType.VARCHAR:
+        raise _rule(f"'metadata_filters.{key}': a list of values is accepted for VARCHAR fields only")
+    if fd.data_type not in (ms.DataType.ARRAY, ms.DataType.JSON):
+        for v in values:
+            if v is None:
+                continue
+            try:
+                ms.validate_metadata(schema, {key: v}, "metadata_filters")
+            except ApiError as exc:  # the schema's own 422, answered as /query's 400
+                raise _rule(exc.message) from None
+    return value
 
 
 def stores_of(type_: str) -> tuple[Store, ...]:

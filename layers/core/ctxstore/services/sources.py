@@ -31,6 +31,11 @@ MetadataListener = Callable[[str, ItemRef, dict[str, Any]], None]
 _RENAMED_ROW_FIELDS = {"app_type": "app_kind", "provider": "app_provider", "external_id": "app_external_id"}
 
 
+def _source_field_filter(given: Any) -> Any:
+    """Rows said `provider`, `app_type`, `external_id` before they took the app_* names; a filter may still."""
+    return {_RENAMED_ROW_FIELDS.get(k, k): v for k, v in given.items()} if isinstance(given, dict) else given
+
+
 def _bad(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_PARAMETERS, message)
 
@@ -118,17 +123,18 @@ class SourceService:
         ids: list[str] | None,
         filters: dict[str, Any],
         include_fields: list[str] | None,
+        contains: str = "",
     ) -> dict[str, Any]:
+        """`contains`: only items whose title or id holds this text, case-insensitive (the console's search)."""
         self._databases.require(principal, database)
+        needle = contains.strip().casefold()
         if page < 1:
             raise _bad("'page' must be 1 or more")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise _bad(f"'page_size' must be from 1 to {MAX_PAGE_SIZE}")
         md_f = filters.get("metadata") or {}
         amd_f = filters.get("additional_metadata") or filters.get("document_metadata") or {}
-        src_f = filters.get("source_fields") or {}
-        if isinstance(src_f, dict):  # rows said these before they took the app_* names; a filter may still
-            src_f = {_RENAMED_ROW_FIELDS.get(k, k): v for k, v in src_f.items()}
+        src_f = _source_field_filter(filters.get("source_fields") or {})
         for name, f in (
             ("filters.metadata", md_f),
             ("filters.additional_metadata", amd_f),
@@ -145,6 +151,8 @@ class SourceService:
             for r in chunk.records:
                 d = r.data
                 if wanted is not None and r.sk not in wanted:
+                    continue
+                if needle and needle not in r.sk.casefold() and needle not in str(d.get("title") or "").casefold():
                     continue
                 if not all(_matches((d.get("metadata") or {}).get(k), v) for k, v in md_f.items()):
                     continue
@@ -247,6 +255,31 @@ class SourceService:
                 return "\n\n".join(f"User: {p['user']}\nAssistant: {p['assistant']}" for p in body["pairs"])
             return str(body.get("text") or "")
         return ""
+
+    def opening_words(
+        self, principal: Principal, database: str, collection: str, store: str, item_ids: list[str], words: int = 8
+    ) -> dict[str, str]:
+        """The first words of untitled memories and app items (what they say, rather than their ids), read from
+        their stored bodies: one blob read each, for the rows a page shows."""
+        out: dict[str, str] = {}
+        for item_id in item_ids:
+            rec = self._items.get(principal.org, ItemRef(database, collection, store, item_id))
+            if rec is None or rec.data.get("title") or rec.data.get("source_type") == "file":
+                continue
+            try:
+                body = json.loads(self._c.blobs.get(principal.org, str(rec.data.get("blob_key"))))
+            except (BlobNotFound, ValueError):
+                continue
+            pairs = body.get("pairs") if isinstance(body, dict) else None
+            text = (
+                " ".join(str(p.get("user") or p.get("assistant") or "") for p in pairs[:1])
+                if pairs
+                else str(body.get("text") or "" if isinstance(body, dict) else "")
+            )
+            said = text.split()
+            if said:
+                out[item_id] = " ".join(said[:words]) + (" …" if len(said) > words else "")
+        return out
 
     def _inferred(self, org: str, ref: ItemRef) -> str:
         return "\n".join(

@@ -606,17 +606,43 @@ class WebhookService:
 
     # ---- test delivery -----------------------------------------------------------------------
     def send_test(self, p: Principal) -> dict[str, Any]:
-        """POST a signed `webhook.test` event now and report what the endpoint answered."""
+        """POST a signed `webhook.test` event now and report what the endpoint answered; the attempt is kept
+        in the delivery history like any delivery (so it can be inspected, and retried if it failed)."""
         hook = self._require_webhook(p)
         now = self._c.clock.now()
-        msg_id = f"msg_test_{secrets.token_hex(8)}"
+        msg_id = self._new_delivery_id(now)
         data = {"message": "ctxstore webhook test", "timestamp": iso(now)}
         body = json.dumps({"type": TEST_EVENT, "timestamp": iso(now), "data": data}, separators=(",", ":"))
         try:
             target = self.vet(str(hook.data["url"]))
         except (TargetRefused, TargetUnresolvable) as exc:
-            return {"delivered": False, "status_code": 0, "message": f"url refused: {exc}"}
-        headers = signed_headers(str(hook.data.get("signing_secret") or ""), msg_id, body, self._c.clock.now())
-        result = self._post(target, body, headers)
+            result = AttemptResult(False, error_code="URL_REFUSED", error_message=f"url refused: {exc}")
+        else:
+            headers = signed_headers(str(hook.data.get("signing_secret") or ""), msg_id, body, self._c.clock.now())
+            result = self._post(target, body, headers)
+        self._keep_test(p.org, hook, msg_id, body, now, result)
         message = "Success" if result.delivered else (result.error_message or "delivery failed")
         return {"delivered": result.delivered, "status_code": result.status_code or 0, "message": message}
+
+    def _keep_test(
+        self, org: str, hook: Record, delivery_id: str, body: str, now: float, result: AttemptResult
+    ) -> None:
+        record: dict[str, Any] = {
+            "delivery_id": delivery_id,
+            "key_prefix": hook.sk,
+            "doc_id": "",
+            "indexing_status": "",
+            "event_type": TEST_EVENT,
+            "status": COMPLETED if result.delivered else PERMANENTLY_FAILED,
+            "attempts": 1,
+            "error_code": result.error_code,
+            "error_message": result.error_message[:1000],
+            "created_at": now,
+            "updated_at": self._c.clock.now(),
+            "webhook_url": hook.data["url"],
+            "body": body,
+            "gen": 0,
+        }
+        if result.status_code is not None:
+            record["last_status_code"] = result.status_code
+        self._c.records.put(org, self._delivery_put(record, if_absent=True))

@@ -41,8 +41,12 @@ class KmsVault:
         if not sealed.startswith(PREFIX):
             raise VaultError("not a sealed value of this vault")
         try:
+            blob = base64.b64decode(sealed[len(PREFIX) :], validate=True)
+        except ValueError as exc:  # a damaged record: the same "does not open" as a wrong key
+            raise VaultError("the sealed value is not base64") from exc
+        try:
             out = self._client.decrypt(
-                CiphertextBlob=base64.b64decode(sealed[len(PREFIX) :]),
+                CiphertextBlob=blob,
                 EncryptionContext=self._context(org, owner),
                 KeyId=self._key_id,
             )

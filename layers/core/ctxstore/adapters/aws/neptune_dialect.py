@@ -145,82 +145,105 @@ def check(query: str, params: Mapping[str, Any] | None = None, *, engine: Engine
     is_write = any(_keyword(tokens, i, *_WRITES) for i in range(len(tokens)))
     clause = ""
     for i, t in enumerate(tokens):
-        nxt = _at(tokens, i + 1)
         if t.kind is Kind.IDENT and _keyword(tokens, i, *_CLAUSES):
             clause = t.text.upper()
-        if _call(tokens, i, *_LIST_PREDICATES) and _is_list_predicate(tokens, i + 1):
-            out.append(
-                Finding(
-                    REWRITES,
-                    f"{t.text}(x IN list WHERE ...) is not openCypher on Neptune; write it as a list comprehension, "
-                    "e.g. size([x IN list WHERE ...]) > 0 for any(), = 0 for none(), = size(list) for all()",
-                    t.start,
-                )
-            )
-        elif _call(tokens, i, "REDUCE") and engine == "database":
-            out.append(Finding(REWRITES, "reduce() is not openCypher on Neptune Database", t.start))
-        elif _call(tokens, i, "SHORTESTPATH", "ALLSHORTESTPATHS"):
-            out.append(Finding(COMPLIANCE, f"{t.text}() is not supported on Neptune", t.start))
-        elif _call(tokens, i, *_NOT_OPENCYPHER_FUNCTIONS):
-            out.append(Finding(COMPLIANCE, f"{t.text}() is not an openCypher function Neptune knows", t.start))
-        elif (
-            t.kind is Kind.IDENT
-            and _sym(nxt, "(")
-            and _sym(_at(tokens, i - 1), ".")
-            and not (name := _dotted_before(tokens, i)).lower().startswith("neptune.")
-            and not _called(tokens, i - 2 * name.count(".") - 1)
-        ):
-            out.append(
-                Finding(COMPLIANCE, f"{name}() is a user-defined function, which Neptune does not have", t.start)
-            )
-        elif _keyword(tokens, i, "SKIP", "LIMIT") and not _static_count(tokens, i + 1):
-            out.append(
-                Finding(
-                    COMPLIANCE,
-                    f"{t.text.upper()} takes a static value on Neptune: write an integer literal "
-                    "(a parameter is not documented as static; the adapter inlines integer parameters)",
-                    t.start,
-                )
-            )
-        elif _keyword(tokens, i, "CALL"):
-            name = _dotted_after(tokens, i + 1)
-            if engine == "database" or not name.lower().startswith("neptune."):
-                what = "CALL { } subqueries are" if _sym(nxt, "{", "(") else f"CALL {name or '?'} is"
-                out.append(
-                    Finding(
-                        COMPLIANCE,
-                        f"{what} not supported on Neptune (only Neptune Analytics' neptune.* procedures)",
-                        t.start,
-                    )
-                )
-        elif _keyword(tokens, i, "MANDATORY"):
-            out.append(Finding(COMPLIANCE, "MANDATORY MATCH is not supported on Neptune", t.start))
-        elif _keyword(tokens, i, "UNION") and is_write:
-            out.append(Finding(COMPLIANCE, "UNION in a query that writes is not supported on Neptune", t.start))
-        elif _keyword(tokens, i, "FOREACH", "USE") or (
-            _keyword(tokens, i, "LOAD") and nxt is not None and nxt.is_kw("CSV")
-        ):
-            out.append(Finding(COMPLIANCE, f"{t.text.upper()} is not among the clauses Neptune supports", t.start))
-        elif (
-            _keyword(tokens, i, "CREATE", "DROP")
-            and nxt is not None
-            and nxt.is_kw("INDEX", "CONSTRAINT", "RANGE", "TEXT", "FULLTEXT", "POINT", "VECTOR", "LOOKUP")
-        ):
-            out.append(
-                Finding(
-                    COMPLIANCE, "Neptune has no index or constraint statements (it indexes every property)", t.start
-                )
-            )
-        elif _sym(t, "^"):
-            out.append(Finding(COMPLIANCE, "the ^ exponentiation operator is not supported on Neptune", t.start))
-        elif (
-            t.kind is Kind.QIDENT and t.text == "~id" and clause in ("CREATE", "MERGE") and _in_relationship(tokens, i)
-        ):
-            out.append(
-                Finding(ANALYTICS, "Neptune Analytics does not allow custom edge ids in CREATE or MERGE", t.start)
-            )
+        at = _At(tokens, i, engine, is_write, clause)
+        finding = _function_finding(at) or _clause_finding(at) or _operator_finding(at)
+        if finding is not None:
+            out.append(finding)
     out.extend(_property_values(tokens, dict(params or {})))
     return out
+
+
+@dataclass(frozen=True)
+class _At:
+    """One token of the query with what the rules need around it."""
+
+    tokens: list[Token]
+    i: int
+    engine: Engine
+    is_write: bool
+    clause: str
+
+    @property
+    def t(self) -> Token:
+        return self.tokens[self.i]
+
+    @property
+    def nxt(self) -> Token | None:
+        return _at(self.tokens, self.i + 1)
+
+
+def _function_finding(at: _At) -> Finding | None:
+    tokens, i, t = at.tokens, at.i, at.t
+    if _call(tokens, i, *_LIST_PREDICATES) and _is_list_predicate(tokens, i + 1):
+        return Finding(
+            REWRITES,
+            f"{t.text}(x IN list WHERE ...) is not openCypher on Neptune; write it as a list comprehension, "
+            "e.g. size([x IN list WHERE ...]) > 0 for any(), = 0 for none(), = size(list) for all()",
+            t.start,
+        )
+    if _call(tokens, i, "REDUCE") and at.engine == "database":
+        return Finding(REWRITES, "reduce() is not openCypher on Neptune Database", t.start)
+    if _call(tokens, i, "SHORTESTPATH", "ALLSHORTESTPATHS"):
+        return Finding(COMPLIANCE, f"{t.text}() is not supported on Neptune", t.start)
+    if _call(tokens, i, *_NOT_OPENCYPHER_FUNCTIONS):
+        return Finding(COMPLIANCE, f"{t.text}() is not an openCypher function Neptune knows", t.start)
+    if (
+        t.kind is Kind.IDENT
+        and _sym(at.nxt, "(")
+        and _sym(_at(tokens, i - 1), ".")
+        and not (name := _dotted_before(tokens, i)).lower().startswith("neptune.")
+        and not _called(tokens, i - 2 * name.count(".") - 1)
+    ):
+        return Finding(COMPLIANCE, f"{name}() is a user-defined function, which Neptune does not have", t.start)
+    return None
+
+
+def _clause_finding(at: _At) -> Finding | None:
+    tokens, i, t, nxt = at.tokens, at.i, at.t, at.nxt
+    if _keyword(tokens, i, "SKIP", "LIMIT") and not _static_count(tokens, i + 1):
+        return Finding(
+            COMPLIANCE,
+            f"{t.text.upper()} takes a static value on Neptune: write an integer literal "
+            "(a parameter is not documented as static; the adapter inlines integer parameters)",
+            t.start,
+        )
+    if _keyword(tokens, i, "CALL"):
+        name = _dotted_after(tokens, i + 1)
+        if at.engine == "analytics" and name.lower().startswith("neptune."):
+            return None
+        what = "CALL { } subqueries are" if _sym(nxt, "{", "(") else f"CALL {name or '?'} is"
+        return Finding(
+            COMPLIANCE, f"{what} not supported on Neptune (only Neptune Analytics' neptune.* procedures)", t.start
+        )
+    if _keyword(tokens, i, "MANDATORY"):
+        return Finding(COMPLIANCE, "MANDATORY MATCH is not supported on Neptune", t.start)
+    if _keyword(tokens, i, "UNION") and at.is_write:
+        return Finding(COMPLIANCE, "UNION in a query that writes is not supported on Neptune", t.start)
+    if _keyword(tokens, i, "FOREACH", "USE") or (_keyword(tokens, i, "LOAD") and nxt is not None and nxt.is_kw("CSV")):
+        return Finding(COMPLIANCE, f"{t.text.upper()} is not among the clauses Neptune supports", t.start)
+    if (
+        _keyword(tokens, i, "CREATE", "DROP")
+        and nxt is not None
+        and nxt.is_kw("INDEX", "CONSTRAINT", "RANGE", "TEXT", "FULLTEXT", "POINT", "VECTOR", "LOOKUP")
+    ):
+        return Finding(COMPLIANCE, "Neptune has no index or constraint statements (it indexes every property)", t.start)
+    return None
+
+
+def _operator_finding(at: _At) -> Finding | None:
+    t = at.t
+    if _sym(t, "^"):
+        return Finding(COMPLIANCE, "the ^ exponentiation operator is not supported on Neptune", t.start)
+    if (
+        t.kind is Kind.QIDENT
+        and t.text == "~id"
+        and at.clause in ("CREATE", "MERGE")
+        and _in_relationship(at.tokens, at.i)
+    ):
+        return Finding(ANALYTICS, "Neptune Analytics does not allow custom edge ids in CREATE or MERGE", t.start)
+    return None
 
 
 def _is_list_predicate(tokens: list[Token], i: int) -> bool:

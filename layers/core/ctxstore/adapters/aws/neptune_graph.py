@@ -111,68 +111,94 @@ def namespace_query(query: str, ns: str) -> str:
     from a node variable an anchored part bound earlier (edges never cross namespaces, so every hop from
     a namespaced node stays inside). Anything else would read or write outside the namespace: refused.
     """
-    toks = _tokens(query)
-    sig = [i for i, (k, _) in enumerate(toks) if k != "ws"]  # indexes of significant tokens
-    out = [t for _, t in toks]
-    brace = 0
-    rel_bracket = False
-    node_paren: list[int] = []  # stack: index in `out` of the last label of the current node pattern, or -1
-    clause: str | None = None
-    anchored = True
-    part_vars: set[str] = set()
-    bound: set[str] = set()
+    return _Namespacer(query, ns).run()
 
-    def end_part() -> None:
-        nonlocal anchored
-        if clause in _PATTERN_CLAUSES:
-            if not anchored and not part_vars & bound:
-                raise GraphQueryError(f"every {clause} pattern must name a label or relationship type")
-            bound.update(part_vars)
-        part_vars.clear()
-        anchored = False
 
-    for pos, i in enumerate(sig):
-        kind, text = toks[i]
-        prev = toks[sig[pos - 1]] if pos > 0 else ("", "")
-        nxt = toks[sig[pos + 1]] if pos + 1 < len(sig) else ("", "")
+class _Namespacer:
+    """One pass over the query's significant tokens, rewriting labels and types in `out`."""
+
+    def __init__(self, query: str, ns: str) -> None:
+        self.ns = ns
+        self.toks = _tokens(query)
+        self.sig = [i for i, (k, _) in enumerate(self.toks) if k != "ws"]  # indexes of significant tokens
+        self.out = [t for _, t in self.toks]
+        self.brace = 0
+        self.rel_bracket = False
+        self.node_paren: list[int] = []  # stack: index in `out` of the last label of the current node pattern, or -1
+        self.clause: str | None = None
+        self.anchored = True
+        self.part_vars: set[str] = set()
+        self.bound: set[str] = set()
+
+    def run(self) -> str:
+        for pos in range(len(self.sig)):
+            self._step(pos)
+        self._end_part()
+        return "".join(self.out)
+
+    def _tok(self, pos: int) -> tuple[str, str]:
+        return self.toks[self.sig[pos]] if 0 <= pos < len(self.sig) else ("", "")
+
+    def _end_part(self) -> None:
+        if self.clause in _PATTERN_CLAUSES:
+            if not self.anchored and not self.part_vars & self.bound:
+                raise GraphQueryError(f"every {self.clause} pattern must name a label or relationship type")
+            self.bound.update(self.part_vars)
+        self.part_vars.clear()
+        self.anchored = False
+
+    def _step(self, pos: int) -> None:
+        kind, text = self._tok(pos)
+        prev, nxt = self._tok(pos - 1), self._tok(pos + 1)
         upper = text.upper() if kind == "id" else ""
         if kind == "id" and upper in _REFUSED_FUNCTIONS and nxt[1] == "(":
             raise GraphQueryError(f"{text}() is not available on a namespaced graph")
         if kind == "id" and prev[1].upper() == "ON" and upper in ("CREATE", "MATCH"):
-            continue  # MERGE ... ON CREATE SET / ON MATCH SET
-        if kind == "id" and brace == 0 and not rel_bracket and not node_paren and upper in _CLAUSE_END:
-            end_part()
-            clause = upper if upper in _PATTERN_CLAUSES else None
-            continue
-        if kind in ("id", "bt") and prev[1] == "(" and brace == 0 and nxt[1] in (":", ")", "{"):
-            part_vars.add(_name(kind, text))  # a node variable
+            return  # MERGE ... ON CREATE SET / ON MATCH SET
+        at_top = self.brace == 0 and not self.rel_bracket and not self.node_paren
+        if kind == "id" and at_top and upper in _CLAUSE_END:
+            self._end_part()
+            self.clause = upper if upper in _PATTERN_CLAUSES else None
+            return
+        if kind in ("id", "bt") and prev[1] == "(" and self.brace == 0 and nxt[1] in (":", ")", "{"):
+            self.part_vars.add(_name(kind, text))  # a node variable
+        if self._bracket(text, prev[1]):
+            return
+        if text == "," and at_top and self.clause in _PATTERN_CLAUSES:
+            self._end_part()
+        elif (text == ":" or (text == "|" and self.rel_bracket)) and nxt[0] in ("id", "bt"):
+            self._label(pos, prev)
+
+    def _bracket(self, text: str, prev: str) -> bool:
+        """Track braces, relationship brackets and node parentheses; True if `text` was one."""
         if text == "{":
-            brace += 1
+            self.brace += 1
         elif text == "}":
-            brace -= 1
-        elif text == "[" and prev[1] == "-":
-            rel_bracket = True
-        elif text == "]" and rel_bracket:
-            rel_bracket = False
-        elif text == "(" and brace == 0:
-            node_paren.append(-1)
-        elif text == ")" and node_paren and brace == 0:
-            last = node_paren.pop()
+            self.brace -= 1
+        elif text == "[" and prev == "-":
+            self.rel_bracket = True
+        elif text == "]" and self.rel_bracket:
+            self.rel_bracket = False
+        elif text == "(" and self.brace == 0:
+            self.node_paren.append(-1)
+        elif text == ")" and self.node_paren and self.brace == 0:
+            last = self.node_paren.pop()
             if last >= 0:
-                out[last] += ":" + _quote(ns)  # the marker label: drop() finds every node of the namespace
-        elif text == "," and brace == 0 and not node_paren and not rel_bracket and clause in _PATTERN_CLAUSES:
-            end_part()
-        elif (text == ":" or (text == "|" and rel_bracket)) and nxt[0] in ("id", "bt"):
-            before = toks[sig[pos - 2]][1] if pos > 1 else ""
-            if brace > 0 and prev[0] in ("id", "bt") and before in ("{", ","):
-                continue  # a map key
-            j = sig[pos + 1]
-            out[j] = _quote(f"{ns}__{_name(*toks[j])}")
-            anchored = True
-            if node_paren and not rel_bracket and brace == 0:
-                node_paren[-1] = j
-    end_part()
-    return "".join(out)
+                self.out[last] += ":" + _quote(self.ns)  # the marker label: drop() finds every node of the namespace
+        else:
+            return False
+        return True
+
+    def _label(self, pos: int, prev: tuple[str, str]) -> None:
+        """The label or type after a `:` (or a `|` in a relationship) moves into the namespace."""
+        before = self._tok(pos - 2)[1] if pos > 1 else ""
+        if self.brace > 0 and prev[0] in ("id", "bt") and before in ("{", ","):
+            return  # a map key
+        j = self.sig[pos + 1]
+        self.out[j] = _quote(f"{self.ns}__{_name(*self.toks[j])}")
+        self.anchored = True
+        if self.node_paren and not self.rel_bracket and self.brace == 0:
+            self.node_paren[-1] = j
 
 
 def _strip(name: str, ns: str | None) -> str:

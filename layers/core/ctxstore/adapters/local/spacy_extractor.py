@@ -229,58 +229,57 @@ class SpacyExtractor:
     @staticmethod
     def _relations(sent: Any, by_root: dict[int, str]) -> list[tuple[str, str, str, str, float, Any]]:
         out: list[tuple[str, str, str, str, float, Any]] = []
-
-        def ent_of(tok: Any) -> str | None:
-            return by_root.get(tok.i)
-
         for verb in sent:
             if verb.pos_ not in ("VERB", "AUX"):
                 continue
-            subjects = [
-                s for c in verb.children if c.dep_ in SUBJECT_DEPS for s in _conjuncts(c) if ent_of(s) is not None
-            ]
-            if not subjects and verb.dep_ in ("relcl", "acl") and ent_of(verb.head) is not None:
-                subjects = [verb.head]  # "Acme, which acquired Beta, ..." / "Beta, founded by Ada, ..."
-            if not subjects and verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX"):
-                subjects = [
-                    s
-                    for c in verb.head.children
-                    if c.dep_ in SUBJECT_DEPS
-                    for s in _conjuncts(c)
-                    if ent_of(s) is not None
-                ]
+            subjects = _subjects(verb, by_root)
             if not subjects:
                 continue
             passive = any(c.dep_ == "auxpass" for c in verb.children) or verb.tag_ == "VBN"
             for child in verb.children:
-                targets: list[tuple[Any, Any | None, Any | None, float]] = []
-                if child.dep_ in OBJECT_DEPS:
-                    if ent_of(child) is not None:
-                        targets += [(o, None, None, 0.9) for o in _conjuncts(child) if ent_of(o) is not None]
-                    else:  # "is the CEO of Acme": a noun complement with a prepositional object
-                        for prep in child.children:
-                            if prep.dep_ == "prep":
-                                targets += [
-                                    (o, prep, child, 0.8)
-                                    for p in prep.children
-                                    if p.dep_ == "pobj"
-                                    for o in _conjuncts(p)
-                                    if ent_of(o) is not None
-                                ]
-                elif child.dep_ in ("prep", "agent"):
-                    targets += [
-                        (o, child, None, 0.75 if child.dep_ == "prep" else 0.85)
-                        for p in child.children
-                        if p.dep_ == "pobj"
-                        for o in _conjuncts(p)
-                        if ent_of(o) is not None
-                    ]
-                for obj, prep, noun, conf in targets:
+                for obj, prep, noun, conf in _targets(child, by_root):
                     raw, lemma = _verb_phrase(verb, prep, noun)
                     if passive and verb.dep_ in ("acl",) and not lemma.startswith("be "):
                         lemma = "be " + lemma
                     for subj in subjects:
-                        s, o = ent_of(subj), ent_of(obj)
+                        s, o = by_root.get(subj.i), by_root.get(obj.i)
                         if s is not None and o is not None:
                             out.append((s, o, raw, lemma, conf, verb))
         return out
+
+
+def _entity_conjuncts(tokens: Any, by_root: dict[int, str]) -> list[Any]:
+    """The entities among these tokens and their conjuncts ("Ada and Bob")."""
+    return [x for t in tokens for x in _conjuncts(t) if by_root.get(x.i) is not None]
+
+
+def _subjects(verb: Any, by_root: dict[int, str]) -> list[Any]:
+    """The entity subjects of a verb: its own, the noun a relative clause hangs on, or a coordinated verb's."""
+    subjects = _entity_conjuncts([c for c in verb.children if c.dep_ in SUBJECT_DEPS], by_root)
+    if not subjects and verb.dep_ in ("relcl", "acl") and by_root.get(verb.head.i) is not None:
+        subjects = [verb.head]  # "Acme, which acquired Beta, ..." / "Beta, founded by Ada, ..."
+    if not subjects and verb.dep_ == "conj" and verb.head.pos_ in ("VERB", "AUX"):
+        subjects = _entity_conjuncts([c for c in verb.head.children if c.dep_ in SUBJECT_DEPS], by_root)
+    return subjects
+
+
+def _pobjs(prep: Any) -> list[Any]:
+    return [p for p in prep.children if p.dep_ == "pobj"]
+
+
+def _targets(child: Any, by_root: dict[int, str]) -> list[tuple[Any, Any | None, Any | None, float]]:
+    """(object entity, preposition, noun complement, confidence) reached from one child of the verb."""
+    if child.dep_ in OBJECT_DEPS:
+        if by_root.get(child.i) is not None:
+            return [(o, None, None, 0.9) for o in _entity_conjuncts([child], by_root)]
+        # "is the CEO of Acme": a noun complement with a prepositional object
+        return [
+            (o, prep, child, 0.8)
+            for prep in child.children
+            if prep.dep_ == "prep"
+            for o in _entity_conjuncts(_pobjs(prep), by_root)
+        ]
+    if child.dep_ in ("prep", "agent"):
+        conf = 0.75 if child.dep_ == "prep" else 0.85
+        return [(o, child, None, conf) for o in _entity_conjuncts(_pobjs(child), by_root)]
+    return []

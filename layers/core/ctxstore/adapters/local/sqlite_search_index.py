@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from sqlite3 import Connection
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -34,90 +34,24 @@ from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
+from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
+from ctxstore.adapters.local.sqlite_search_sql import (
+    CHUNK_COLUMNS,
+    SCHEMA,
+    Vector,
+    chunk_doc,
+    count_scopes,
+    filter_sql,
+    scope_id,
+    vector_blob,
+)
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
-Vector = npt.NDArray[np.float32]
-
 _LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    org TEXT NOT NULL,
-    database TEXT NOT NULL,
-    collection TEXT NOT NULL,
-    store TEXT NOT NULL,
-    item_id TEXT NOT NULL,
-    chunk_id TEXT NOT NULL,
-    title TEXT NOT NULL DEFAULT '',
-    text TEXT NOT NULL DEFAULT '',
-    scope TEXT NOT NULL,
-    source_type TEXT NOT NULL DEFAULT '',
-    metadata TEXT NOT NULL DEFAULT '{}',
-    additional_metadata TEXT NOT NULL DEFAULT '{}',
-    created_at REAL NOT NULL DEFAULT 0,
-    position INTEGER NOT NULL DEFAULT 0,
-    dim INTEGER,
-    vector BLOB,
-    kw_scope INTEGER,
-    kw_title TEXT,
-    kw_text TEXT,
-    kw_len INTEGER
-);
-CREATE UNIQUE INDEX IF NOT EXISTS chunks_by_id ON chunks (org, chunk_id);
-CREATE INDEX IF NOT EXISTS chunks_by_item ON chunks (org, database, store, collection, item_id);
-CREATE TABLE IF NOT EXISTS kw_scopes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    org TEXT NOT NULL,
-    database TEXT NOT NULL,
-    store TEXT NOT NULL,
-    collection TEXT NOT NULL,
-    docs INTEGER NOT NULL DEFAULT 0,
-    tokens INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (org, database, store, collection)
-);
-CREATE TABLE IF NOT EXISTS vector_scopes (
-    org TEXT NOT NULL,
-    database TEXT NOT NULL,
-    store TEXT NOT NULL,
-    generation INTEGER NOT NULL,
-    PRIMARY KEY (org, database, store)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS databases (
-    org TEXT NOT NULL,
-    database TEXT NOT NULL,
-    PRIMARY KEY (org, database)
-) WITHOUT ROWID;
-"""
-
-_KW_SCHEMA = (
-    "CREATE VIRTUAL TABLE kw_fts USING fts5(kw_title, kw_text, content='chunks', content_rowid='id', tokenize='ascii')",
-    "CREATE TRIGGER kw_ai AFTER INSERT ON chunks BEGIN"
-    " INSERT INTO kw_fts (rowid, kw_title, kw_text) VALUES (new.id, new.kw_title, new.kw_text); END",
-    "CREATE TRIGGER kw_ad AFTER DELETE ON chunks BEGIN"
-    " INSERT INTO kw_fts (kw_fts, rowid, kw_title, kw_text) VALUES ('delete', old.id, old.kw_title, old.kw_text); END",
-)
-
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
-
-
-def _vector_blob(vector: Vector | None) -> tuple[int | None, bytes | None]:
-    if vector is None:
-        return None, None
-    arr = np.asarray(vector, dtype="<f4")
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"a chunk vector must be one-dimensional and non-empty, got shape {arr.shape}")
-    return int(arr.size), arr.tobytes()
-
-
-def _filter_values(value: Any) -> list[Any]:
-    values = list(value) if isinstance(value, list | tuple | set | frozenset) else [value]
-    for v in values:
-        if isinstance(v, dict | list | tuple):
-            raise ValueError("metadata filter values must be scalars or lists of scalars")
-    return values
 
 
 @dataclass
@@ -135,59 +69,13 @@ class SqliteSearchIndex:
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
-        self._db.executescript(_SCHEMA)
-        self._migrate_keywords()
+        self._db.executescript(SCHEMA)
+        migrate_keywords(self._db)
         self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
-
-    def _migrate_keywords(self) -> None:
-        """Index files written before per-scope keyword statistics: drop the table-wide FTS5 index, derive
-        every chunk's scoped stems and the per-collection counts, build the new index. Once per file."""
-        with self._db.write() as conn:
-            columns = {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}
-            for col, kind in (
-                ("kw_scope", "INTEGER"),
-                ("kw_title", "TEXT"),
-                ("kw_text", "TEXT"),
-                ("kw_len", "INTEGER"),
-            ):
-                if col not in columns:
-                    conn.execute(f"ALTER TABLE chunks ADD COLUMN {col} {kind}")
-            # Lengths by row id without reading the rows (a vector blob sits before kw_len in each one).
-            conn.execute("CREATE INDEX IF NOT EXISTS chunks_kw_len ON chunks (id, kw_len)")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if "chunks_fts" in tables:
-                conn.execute("DROP TRIGGER IF EXISTS chunks_ai")
-                conn.execute("DROP TRIGGER IF EXISTS chunks_ad")
-                conn.execute("DROP TABLE chunks_fts")
-            conn.execute(kp.DF_TABLE)
-            if "kw_fts" in tables:
-                if "kw_df" not in tables:  # written before document frequencies had their own table
-                    kp.fill_doc_freqs(conn)
-                return
-            rows = conn.execute(
-                "SELECT id, org, database, store, collection, title, text FROM chunks WHERE kw_len IS NULL"
-            ).fetchall()
-            counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-            for rowid, org, database, store, collection, title, text in rows:
-                sid = self._scope_id(conn, org, database, store, collection)
-                code = kt.scope_code(sid)
-                title_terms, text_terms = kt.stems(title), kt.stems(text)
-                length = len(title_terms) + len(text_terms)
-                counts[sid][0] += 1
-                counts[sid][1] += length
-                conn.execute(
-                    "UPDATE chunks SET kw_scope=?, kw_title=?, kw_text=?, kw_len=? WHERE id=?",
-                    (sid, kt.scoped(code, title_terms), kt.scoped(code, text_terms), length, rowid),
-                )
-            self._count(conn, {sid: (n, t) for sid, (n, t) in counts.items()})
-            for statement in _KW_SCHEMA:
-                conn.execute(statement)
-            conn.execute("INSERT INTO kw_fts (kw_fts) VALUES ('rebuild')")
-            kp.fill_doc_freqs(conn)
 
     def close(self) -> None:
         self._db.close()
@@ -243,7 +131,7 @@ class SqliteSearchIndex:
             if sid is not None:
                 n, t = removed.get(int(sid), (0, 0))
                 removed[int(sid)] = (n - 1, t - int(length or 0))
-        self._count(conn, removed)
+        count_scopes(conn, removed)
         kp.change_doc_freqs(conn, Counter({token: -n for token, n in gone.items()}))
         return len(rows)
 
@@ -290,7 +178,7 @@ class SqliteSearchIndex:
         for c in latest.values():
             if c.store not in _STORES:
                 raise ValueError(f"unknown store {c.store!r}")
-            dim, blob = _vector_blob(c.vector)
+            dim, blob = vector_blob(c.vector)
             prepared.append((c, dim, blob, (kt.stems(c.title), kt.stems(c.text))))
         delta = _Delta()
         with self._write_lock:
@@ -308,7 +196,7 @@ class SqliteSearchIndex:
                 added: dict[int, list[int]] = defaultdict(lambda: [0, 0])
                 tokens: Counter[str] = Counter()
                 for c, dim, blob, (title_terms, text_terms) in prepared:
-                    sid = self._scope_id(conn, org, c.database, c.store, c.collection)
+                    sid = scope_id(conn, org, c.database, c.store, c.collection)
                     code = kt.scope_code(sid)
                     length = len(title_terms) + len(text_terms)
                     added[sid][0] += 1
@@ -346,30 +234,9 @@ class SqliteSearchIndex:
                     self._bump(conn, key, delta)
                     if c.vector is not None:
                         delta.added[key].append((int(rowid), c.collection, np.asarray(c.vector, dtype=np.float32)))
-                self._count(conn, {sid: (n, t) for sid, (n, t) in added.items()})
+                count_scopes(conn, {sid: (n, t) for sid, (n, t) in added.items()})
                 kp.change_doc_freqs(conn, tokens)
             self._apply(delta)
-
-    @staticmethod
-    def _scope_id(conn: Connection, org: str, database: str, store: str, collection: str) -> int:
-        key = (org, database, store, collection)
-        row = conn.execute(
-            "SELECT id FROM kw_scopes WHERE org=? AND database=? AND store=? AND collection=?", key
-        ).fetchone()
-        if row is not None:
-            return int(row[0])
-        (sid,) = conn.execute(
-            "INSERT INTO kw_scopes (org, database, store, collection) VALUES (?,?,?,?) RETURNING id", key
-        ).fetchone()
-        return int(sid)
-
-    @staticmethod
-    def _count(conn: Connection, change: dict[int, tuple[int, int]]) -> None:
-        """Documents and tokens per collection, in the write's own transaction (the bm25 statistics)."""
-        conn.executemany(
-            "UPDATE kw_scopes SET docs = docs + ?, tokens = tokens + ? WHERE id = ?",
-            [(n, t, sid) for sid, (n, t) in change.items() if n or t],
-        )
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
         delta = _Delta()
@@ -399,23 +266,6 @@ class SqliteSearchIndex:
         return n
 
     # -- reads ----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _filter_sql(flt: SearchFilter, params: list[Any]) -> str:
-        clauses: list[str] = []
-        if flt.collections:
-            clauses.append("c.collection IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(list(flt.collections)))
-        if flt.item_ids is not None:
-            clauses.append("c.item_id IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(list(flt.item_ids)))
-        for column, conditions in (("metadata", flt.metadata), ("additional_metadata", flt.additional_metadata)):
-            for key, value in conditions.items():
-                sub: list[Any] = []
-                clause = _metadata_clause(column, key, value, sub)
-                clauses.append(clause)
-                params.extend(sub)
-        return "".join(f" AND {c}" for c in clauses)
 
     # -- keyword search: bm25 over the queried collections' own statistics ------------------------
 
@@ -516,7 +366,7 @@ class SqliteSearchIndex:
         if flt.item_ids is None and not flt.metadata and not flt.additional_metadata:
             return None
         params: list[Any] = [org, flt.database, flt.store]
-        extra = self._filter_sql(flt, params)
+        extra = filter_sql(flt, params)
         rows = self._db.conn.execute(
             "SELECT c.id FROM chunks AS c WHERE c.org=? AND c.database=? AND c.store=? AND c.vector IS NOT NULL"
             + extra,
@@ -575,71 +425,26 @@ class SqliteSearchIndex:
             ).fetchall()
         }
 
-    _CHUNK_COLUMNS = (
-        "chunk_id, item_id, database, collection, store, text, vector, title, source_type,"
-        " created_at, metadata, additional_metadata, position"
-    )
-
-    @staticmethod
-    def _chunk_doc(r: Sequence[Any]) -> ChunkDoc:
-        return ChunkDoc(
-            chunk_id=r[0],
-            item_id=r[1],
-            database=r[2],
-            collection=r[3],
-            store=cast(Store, r[4]),
-            text=r[5],
-            vector=None if r[6] is None else np.frombuffer(r[6], dtype="<f4").astype(np.float32),
-            title=r[7],
-            source_type=r[8],
-            created_at=float(r[9]),
-            metadata=json.loads(r[10]),
-            additional_metadata=json.loads(r[11]),
-            position=int(r[12]),
-        )
-
     def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]:
         if not chunk_ids:
             return []
         rows = self._db.conn.execute(
-            f"SELECT {self._CHUNK_COLUMNS} FROM chunks WHERE org=? AND chunk_id IN (SELECT value FROM json_each(?))",
+            f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE org=? AND chunk_id IN (SELECT value FROM json_each(?))",
             (org, json.dumps(list(chunk_ids))),
         ).fetchall()
-        by_id = {r[0]: self._chunk_doc(r) for r in rows}
+        by_id = {r[0]: chunk_doc(r) for r in rows}
         return [by_id[c] for c in dict.fromkeys(chunk_ids) if c in by_id]
 
     def item_chunks(self, org: str, database: str, collection: str, store: Store, item_id: str) -> list[ChunkDoc]:
         rows = self._db.conn.execute(
-            f"SELECT {self._CHUNK_COLUMNS} FROM chunks"
+            f"SELECT {CHUNK_COLUMNS} FROM chunks"
             " WHERE org=? AND database=? AND collection=? AND store=? AND item_id=? ORDER BY position",
             (org, database, collection, store, item_id),
         ).fetchall()
-        return [self._chunk_doc(r) for r in rows]
+        return [chunk_doc(r) for r in rows]
 
     def count(self, org: str, database: str, store: Store) -> int:
         (n,) = self._db.conn.execute(
             "SELECT COUNT(*) FROM chunks WHERE org=? AND database=? AND store=?", (org, database, store)
         ).fetchone()
         return int(n)
-
-
-def _metadata_clause(column: str, key: str, value: Any, params: list[Any]) -> str:
-    """Exact match on a top-level key; a list filter matches any value, a stored list matches any element."""
-    values = _filter_values(value)
-    wants_null = any(v is None for v in values)
-    scalars = [int(v) if isinstance(v, bool) else v for v in values if v is not None]
-    tests: list[str] = []
-    params.append(key)
-    if scalars:
-        tests.append("(e.type NOT IN ('object', 'array', 'null') AND e.value IN (SELECT value FROM json_each(?)))")
-        params.append(json.dumps(scalars))
-    if wants_null:
-        tests.append("e.type = 'null'")
-    if not tests:
-        params.pop()
-        return "0"
-    return (
-        f"EXISTS (SELECT 1 FROM json_each(c.{column}) AS m,"
-        " json_each(CASE m.type WHEN 'array' THEN m.value ELSE json_array(m.value) END) AS e"
-        f" WHERE m.key = ? AND ({' OR '.join(tests)}))"
-    )

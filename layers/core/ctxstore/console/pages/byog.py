@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -14,6 +15,7 @@ from ctxstore.services.byog import ByogService
 
 router = APIRouter()
 
+QUERY_REFUSED = "The graph database refused this query."
 EXAMPLE = "MERGE (a:Person {name: $name})-[r:WORKS_AT]->(c:Company {name: 'Acme'})\nRETURN a, r, c"
 
 
@@ -58,6 +60,12 @@ def byog_database(db: str, request: Request, caller: web.SignedIn) -> Response:
     return _editor(request, caller, db)
 
 
+@router.get("/byog/{db}/query")
+def query_address(db: str, request: Request, caller: web.SignedIn) -> Response:
+    """The address bar after a query run without htmx (its rows are that answer's): opening it shows the editor."""
+    return web.redirect(request, f"/byog/{quote(db, safe='')}")
+
+
 @router.post("/byog/{db}/query")
 async def run_cypher(db: str, request: Request, caller: web.Write) -> Response:
     form = await request.form()
@@ -65,11 +73,17 @@ async def run_cypher(db: str, request: Request, caller: web.Write) -> Response:
     values: dict[str, Any] = {"form": f}
     try:
         params = web.json_field(f["params"], "params")
-        rows = await run_in_threadpool(_byog(caller).query, caller.principal, db, f["collection"], f["query"], params)
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        values.update(rows=rows, columns=columns, elements=snippets.byog_elements(rows), ran=True)
     except ApiError as err:
         values.update(problem=web.Problem.of(request, err), ran=True)
+    else:
+        try:
+            rows = await run_in_threadpool(
+                _byog(caller).query, caller.principal, db, f["collection"], f["query"], params
+            )
+            columns = list(dict.fromkeys(k for r in rows for k in r))
+            values.update(rows=rows, columns=columns, elements=snippets.byog_elements(rows), ran=True)
+        except ApiError as err:
+            values.update(problem=web.Problem.of(request, err, refused=QUERY_REFUSED), ran=True)
     if web.is_htmx(request):  # the rows, and the collections list again (a write may have created one)
         cols = _byog(caller).list_collections(caller.principal, db)["collections"]
         return web.render(request, "partials/byog_results.html", caller, gdb=db, collections=cols, oob=True, **values)
@@ -84,7 +98,7 @@ async def delete_collection(db: str, request: Request, caller: web.Write) -> Res
     if err is not None:
         return _editor(request, caller, db, status=400, problem=web.Problem.of(request, err))
     _byog(caller).delete_collection(caller.principal, db, collection)
-    return _editor(request, caller, db, dropped=collection)
+    return web.done(request, caller, f"/byog/{quote(db, safe='')}", dropped=collection)
 
 
 @router.post("/byog/{db}/delete")
@@ -94,4 +108,4 @@ async def delete_database(db: str, request: Request, caller: web.Write) -> Respo
     if err is not None:
         return _editor(request, caller, db, status=400, problem=web.Problem.of(request, err))
     _byog(caller).delete_database(caller.principal, db)
-    return _list(request, caller, deleted=db)
+    return web.done(request, caller, "/byog", deleted=db)

@@ -280,8 +280,8 @@ async def configure(connector_id: str, request: Request, caller: web.Write) -> R
         return await run_in_threadpool(
             _discover, request, caller, connector_id, err.status, problem=_not_started(request, err)
         )
-    # Not redirected: the warnings (resources that produced nothing when probed) are this answer's.
-    return _detail(request, caller, connector_id, configured=result)
+    # The warnings (resources that produced nothing when probed) are kept for the page redirected to.
+    return web.done(request, caller, _path(connector_id), configured=result)
 
 
 # ---- sync, interval, credentials, settings --------------------------------------------------------------

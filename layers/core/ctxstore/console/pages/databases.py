@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -42,15 +43,41 @@ def list_page(request: Request, caller: web.SignedIn) -> Response:
     return _list(request, caller)
 
 
+SUMMARISED_DATABASES = 50  # past this many, the list shows names only (each summary reads every item record)
+
+
+def summary(caller: web.Caller, db: str) -> dict[str, Any] | None:
+    """Items (knowledge and memories, every collection) and the newest item's time; None when unreadable
+    (a database still provisioning, or being deleted)."""
+    svc, p = caller.services, caller.principal
+    try:
+        collections = svc.databases.list_collections(p, db)["collections"]
+        total, newest = 0, ""
+        for collection in dict.fromkeys(["", *collections]):
+            for store in ("knowledge", "memory"):
+                page = svc.sources.list_sources(
+                    p, db, collection, store, page=1, page_size=1, ids=None, filters={}, include_fields=None
+                )
+                total += int(page["pagination"]["total"])
+                if page["sources"]:
+                    newest = max(newest, str(page["sources"][0]["created_at"]))
+    except ApiError:
+        return None
+    return {"items": total, "last_activity": newest}
+
+
 def _list(request: Request, caller: web.Caller, status: int = 200, **values: Any) -> Response:
     listing = caller.services.databases.list(caller.principal)
+    names = listing["databases"]
+    summaries = {d: summary(caller, d) for d in names[:SUMMARISED_DATABASES]}
     return web.render(
         request,
         "databases.html",
         caller,
         status=status,
         section="databases",
-        databases=listing["databases"],
+        databases=names,
+        summaries=summaries,
         failed=listing["failed_databases"],
         data_types=[t.value for t in DataType],
         **values,
@@ -133,7 +160,7 @@ async def delete_collection(db: str, request: Request, caller: web.Write) -> Res
     if err is not None:
         return _overview(request, caller, db, status=400, problem=web.Problem.of(request, err))
     caller.services.databases.delete_collection(caller.principal, db, collection)
-    return _overview(request, caller, db, deleted=collection_label(collection))
+    return web.done(request, caller, f"/databases/{quote(db, safe='')}", deleted=collection_label(collection))
 
 
 @router.post("/databases/{db}/delete")
@@ -143,4 +170,4 @@ async def delete_database(db: str, request: Request, caller: web.Write) -> Respo
     if err is not None:
         return _overview(request, caller, db, status=400, problem=web.Problem.of(request, err))
     caller.services.databases.delete(caller.principal, db)
-    return _list(request, caller, deleted=db)
+    return web.done(request, caller, "/databases", deleted=db)

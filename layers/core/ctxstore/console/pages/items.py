@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -44,19 +45,25 @@ def _listing(caller: web.Caller, db: str, q: dict[str, str]) -> dict[str, Any]:
         filters["source_fields"] = {"indexing_status": q["status"]}
     if q["meta_key"]:
         filters["additional_metadata"] = {q["meta_key"]: q["meta_value"]}
+    collection = validate_collection_name(q["collection"])
     data = caller.services.sources.list_sources(
         caller.principal,
         db,
-        validate_collection_name(q["collection"]),
+        collection,
         q["type"],
         page=max(1, int(q["page"] or 1)),
         page_size=PAGE_SIZE,
         ids=None,
         filters=filters,
         include_fields=None,
+        contains=q["text"],
     )
     live = any(s.get("indexing_status") not in TERMINAL for s in data["sources"])
-    return {"sources": data["sources"], "pagination": data["pagination"], "live": live}
+    untitled = [s["id"] for s in data["sources"] if not s.get("title") and s.get("type") != "file"]
+    opening = (
+        caller.services.sources.opening_words(caller.principal, db, collection, q["type"], untitled) if untitled else {}
+    )
+    return {"sources": data["sources"], "pagination": data["pagination"], "live": live, "opening": opening}
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -68,6 +75,7 @@ def _query(request: Request) -> dict[str, str]:
         "status": qp.get("status", "") if qp.get("status", "") in STATUSES else "",
         "meta_key": qp.get("meta_key", "").strip(),
         "meta_value": qp.get("meta_value", "").strip(),
+        "text": qp.get("text", "").strip()[:200],
         "page": page if page.isdigit() else "1",
     }
 
@@ -236,7 +244,7 @@ async def add_app_item(db: str, request: Request, caller: web.Write) -> Response
         )
     except ApiError as err:
         return _page(request, caller, db, status=err.status, problem=web.Problem.of(request, err), open_form="app")
-    return _page(request, caller, db, status=202, added=result["results"][0])
+    return _added(request, caller, db, result)
 
 
 def parse_pairs(text: str) -> list[dict[str, str]]:
@@ -280,7 +288,14 @@ async def add_memory(db: str, request: Request, caller: web.Write) -> Response:
         )
     except ApiError as err:
         return _page(request, caller, db, status=err.status, problem=web.Problem.of(request, err), open_form="memory")
-    return _page(request, caller, db, status=202, added=result["results"][0])
+    return _added(request, caller, db, result)
+
+
+def _added(request: Request, caller: web.Caller, db: str, result: dict[str, Any]) -> Response:
+    """Back to the list the form was posted from (its filters are the form's query string)."""
+    item = result["results"][0]
+    added = {"id": item["id"], "status": item["status"]}
+    return web.done(request, caller, f"/databases/{quote(db, safe='')}/items?{request.url.query}", added=added)
 
 
 # ---- one item -------------------------------------------------------------------------------
@@ -304,6 +319,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         p, db, collection, store, page=1, page_size=1, ids=[item_id], filters={}, include_fields=None
     )["sources"]
     source = listed[0] if listed else {}
+    label = svc.sources.opening_words(p, db, collection, store, [item_id]).get(item_id, "")
     return web.render(
         request,
         "item.html",
@@ -317,6 +333,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         inspected=inspected,
         chunks=chunks,
         source=source,
+        label=inspected.get("title") or label or item_id,
         saved=qp.get("saved") == "1",
         **values,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -17,8 +16,7 @@ router = APIRouter()
 EXPIRY_CHOICES = [("", "Never"), ("1d", "1 day"), ("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days")]
 
 
-def when(ts: float | None) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+when = web.when
 
 
 def _page(request: Request, caller: web.Caller, status: int = 200, **values: object) -> Response:
@@ -27,6 +25,7 @@ def _page(request: Request, caller: web.Caller, status: int = 200, **values: obj
     rows = [
         {
             "prefix": k.prefix,
+            "name": k.name,
             "created": when(k.created_at),
             "expires": when(k.expires_at) or "Never",
             "last_used": when(k.last_used_at) or "Not yet",
@@ -61,6 +60,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
     form = await request.form()
     expiry = web.form_str(form, "expires_in")
     scoped = web.form_str(form, "scope") == "some"
+    name = web.form_str(form, "name")
     chosen = [v for v in form.getlist("databases") if isinstance(v, str) and v]
     # A reload of the answer posts this form again: its one-time token makes that create nothing.
     once, form_token = web.forms(request), web.form_str(form, "form_token")
@@ -75,7 +75,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
         if scoped and not chosen:
             raise ApiError(ErrorCode.INVALID_INPUT, "choose at least one database, or allow all databases")
         new_key = caller.services.keys.create_for(
-            caller.principal, expires_in_s=seconds, databases=chosen if scoped else None
+            caller.principal, expires_in_s=seconds, databases=chosen if scoped else None, name=name
         )
     except ApiError as err:
         once.release(caller.session, form_token)
@@ -83,7 +83,7 @@ async def create_key(request: Request, caller: web.Write) -> Response:
     prefix = new_key.split("_")[1]
     once.record(caller.session, form_token, {"prefix": prefix})
     # The one response that carries the secret: not cached, never shown again.
-    return _page(request, caller, status=201, new_key=new_key, new_prefix=prefix)
+    return _page(request, caller, status=201, new_key=new_key, new_prefix=prefix, new_name=name)
 
 
 def _repeated(request: Request, earlier: dict[str, object]) -> web.Problem:
@@ -104,4 +104,4 @@ async def revoke_key(prefix: str, request: Request, caller: web.Write) -> Respon
     if prefix == caller.principal.key_prefix:
         web.sessions(request).end(caller.session)
         return web.redirect(request, "/sign-in?ended=key")
-    return _page(request, caller, revoked=prefix)
+    return web.done(request, caller, "/keys", revoked=prefix)

@@ -81,10 +81,23 @@ def _number(raw: str, name: str) -> float:
         raise ApiError(ErrorCode.INVALID_INPUT, f"'{name}' must be a number") from None
 
 
+BASIC = ("query", "type", "mode")  # always shown; the others fold away so results stay in view
+
+
 def _page(request: Request, caller: web.Caller, db: str, f: dict[str, str], **values: Any) -> Response:
     collections = caller.services.databases.list_collections(caller.principal, db)["collections"]
+    # The folded options open by themselves when one of them is set (a query run without htmx comes back).
+    advanced = any(f.get(k, v) != v for k, v in DEFAULTS.items() if k not in BASIC)
     return web.render(
-        request, "playground.html", caller, section="playground", db=db, f=f, collections=collections, **values
+        request,
+        "playground.html",
+        caller,
+        section="playground",
+        db=db,
+        f=f,
+        collections=collections,
+        advanced=advanced,
+        **values,
     )
 
 

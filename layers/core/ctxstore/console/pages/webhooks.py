@@ -64,8 +64,17 @@ async def register(request: Request, caller: web.Write) -> Response:
             _hooks(caller).register, caller.principal, url, None, None, form.get("generate_secret") == "on"
         )
     except ApiError as err:
-        return _page(request, caller, status=err.status, problem=web.Problem.of(request, err), typed_url=url)
-    return _page(request, caller, status=201, new_secret=data.get("signing_secret"), saved=True)
+        problem = web.Problem.of(request, err, refused="That URL cannot receive webhooks.")
+        return _page(request, caller, status=err.status, problem=problem, typed_url=url)
+    if data.get("signing_secret"):  # shown once, in this answer only (never kept for a redirect)
+        return _page(request, caller, status=201, new_secret=data["signing_secret"], saved=True)
+    return web.done(request, caller, "/webhooks", saved=True)
+
+
+@router.get("/webhooks/rotate-secret")
+def rotate_address(request: Request, caller: web.SignedIn) -> Response:
+    """The address bar after a rotation (its answer shows the new secret once): opening it shows the page."""
+    return web.redirect(request, "/webhooks")
 
 
 @router.post("/webhooks/rotate-secret")
@@ -77,13 +86,13 @@ async def rotate(request: Request, caller: web.Write) -> Response:
 @router.post("/webhooks/test")
 async def send_test(request: Request, caller: web.Write) -> Response:
     result = await run_in_threadpool(_hooks(caller).send_test, caller.principal)
-    return _page(request, caller, test=result)
+    return web.done(request, caller, "/webhooks", test=result)
 
 
 @router.post("/webhooks/delete")
 async def delete(request: Request, caller: web.Write) -> Response:
     _hooks(caller).delete(caller.principal)
-    return _page(request, caller, removed=True)
+    return web.done(request, caller, "/webhooks", removed=True)
 
 
 @router.post("/webhooks/deliveries/{delivery_id}/retry")
@@ -92,4 +101,4 @@ async def retry(delivery_id: str, request: Request, caller: web.Write) -> Respon
         _hooks(caller).retry_delivery(caller.principal, delivery_id)
     except ApiError as err:
         return _page(request, caller, status=err.status, problem=web.Problem.of(request, err))
-    return _page(request, caller, retried=delivery_id)
+    return web.done(request, caller, "/webhooks", retried=delivery_id)

@@ -15,15 +15,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.connector_provider import (
     AccountInfo,
     ConnectorProvider,
+    CredentialsRejected,
     ProviderContext,
     RefreshRejected,
+    TokenExpired,
     TransientProviderError,
     oauth_expiring,
 )
@@ -35,6 +37,7 @@ from ctxstore.services.item_locks import ItemLocks
 
 log = logging.getLogger("ctxstore.connectors")
 REFRESH_LOCK_WAIT_S = 60.0
+T = TypeVar("T")
 
 
 def lock_pk(connector_id: str) -> str:
@@ -142,6 +145,27 @@ class ConnectorAuth:
             ctx.credentials = rotated
         log.info("connector %s: OAuth tokens rotated", connector_id)
         self._connectors.update(org, connector_id, _clear_reauth)
+
+    def call(
+        self,
+        org: str,
+        connector: dict[str, Any],
+        provider: ConnectorProvider,
+        ctx: ProviderContext,
+        fn: Callable[[], T],
+    ) -> T:
+        """fn(), and once more after a refresh when an OAuth provider says the access token expired (a token
+        revoked before its `expires_at`, or Notion's, which has none: a 401 is the only signal)."""
+        try:
+            return fn()
+        except TokenExpired:
+            if ctx.auth_type != "oauth":
+                raise
+        self.refresh(org, connector, provider, ctx)
+        try:
+            return fn()
+        except TokenExpired as exc:
+            raise CredentialsRejected(f"the provider refused the refreshed access token: {exc}") from exc
 
     def _mark_needs_reauth(self, org: str, connector_id: str, reason: str) -> None:
         now = self._clock.now()

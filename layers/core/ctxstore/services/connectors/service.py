@@ -12,37 +12,30 @@ import uuid
 from typing import Any
 
 from ctxstore.domain import connector_rules as rules
-from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
-from ctxstore.domain.ingest_request import capped_object, json_object
+from ctxstore.domain.ingest_request import json_object
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.ports.connector_provider import (
     ConnectorProvider,
-    CredentialsRejected,
-    DiscoverPage,
     ProviderContext,
     ProviderError,
-    RateLimited,
-    RefreshRejected,
-    ResourceUnavailable,
-    SyncRequest,
-    TokenExpired,
 )
 from ctxstore.ports.records import ConditionFailed, Delete, Put
 from ctxstore.ports.work_queue import Job
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors.credentials import ConnectorAuth, CredentialStore
 from ctxstore.services.connectors.dispatch import Dispatcher
+from ctxstore.services.connectors.provider_errors import provider_failure
+from ctxstore.services.connectors.resources import ConnectorResources
 from ctxstore.services.connectors.scheduling import SyncScheduling, workflow_id
 from ctxstore.services.connectors.store import ConnectorStore
 from ctxstore.services.connectors.sync_run import SyncLimits, SyncRunner
 from ctxstore.services.connectors.views import (
-    ACTIVE,
-    INACTIVE,
+    catalogue_view,
     connector_view,
-    first_sync_done,
+    discover_page_view,
     is_active,
-    resource_view,
+    provider_view,
     running,
 )
 from ctxstore.services.container import Container
@@ -56,28 +49,11 @@ from ctxstore.services.sources import SourceService
 log = logging.getLogger("ctxstore.connectors")
 UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`
 MAX_DISCOVER_LIMIT = 100
-MAX_RESOURCES_PER_CONFIGURE = 1000
 AUTH_TYPES = ("api_token", "oauth")
 
 
 def _not_found(connector_id: str) -> ApiError:
     return ApiError(ErrorCode.NOT_FOUND, f"connector '{connector_id}' not found")
-
-
-def provider_failure(provider: str, exc: ProviderError) -> ApiError:
-    """A provider error met while answering a request (create, discover, configure probes, PATCH)."""
-    if isinstance(exc, CredentialsRejected | TokenExpired | RefreshRejected):
-        return ApiError(ErrorCode.INVALID_INPUT, f"{provider} rejected the credentials: {exc}")
-    if isinstance(exc, ResourceUnavailable):
-        return ApiError(ErrorCode.INVALID_INPUT, f"{provider}: {exc}")
-    headers = {"Retry-After": str(max(1, int(exc.retry_after_s)))} if isinstance(exc, RateLimited) else {}
-    return ApiError(ErrorCode.PROVIDER_UNAVAILABLE, f"{provider} could not answer: {exc}", headers=headers)
-
-
-def _resource_id(value: object, where: str) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 512 or any(ord(c) < 32 for c in value):
-        raise invalid(f"'{where}' must be a non-empty string of at most 512 printable characters")
-    return value
 
 
 class ConnectorService:
@@ -112,6 +88,7 @@ class ConnectorService:
             single_process=o.backend == "local",
             reconcile_interval_s=o.connector_reconcile_interval_s if o.connector_reconcile_interval_s >= 0 else None,
         )
+        self.resources = ConnectorResources(self)
         self.runner = (
             SyncRunner(
                 self.store,
@@ -207,51 +184,12 @@ class ConnectorService:
 
     # ---- providers catalogue ---------------------------------------------------------------------
     def catalogue(self, provider_id: str | None) -> dict[str, Any]:
-        if provider_id:
-            provider = self.providers.get(provider_id)
-            if provider is None:
-                raise ApiError(ErrorCode.NOT_FOUND, f"provider '{provider_id}' is not available on this server")
-            i = provider.info
-
-            def fields(items: Any) -> list[dict[str, Any]]:
-                return [
-                    {k: v for k, v in vars(f).items() if v is not None or k != "filter_key"}
-                    | {"filter_key": f.filter_key}
-                    for f in items
-                ]
-
-            return {
-                "provider": i.provider,
-                "display_name": i.display_name,
-                "category": i.category,
-                "connector_type": i.category,
-                "auth_types": list(i.auth_types),
-                "resource_types": list(i.resource_types),
-                "indexed_object_types": list(i.indexed_object_types),
-                "searchable_fields": fields(i.searchable_fields),
-                "filterable_fields": fields(i.filterable_fields),
-                "credential_schema": i.credential_schema,
-                "setup_guide": i.setup_guide,
-                "default_sync_interval_seconds": self._bounds(provider)[0],
-                "min_sync_interval_seconds": self._bounds(provider)[1],
-                "max_sync_interval_seconds": self._bounds(provider)[2],
-                "reconcile_window_seconds": i.reconcile_window_s,
-                "reconcile_interval_seconds": self._reconcile_interval(provider),
-            }
-        return {
-            "providers": [
-                {
-                    "provider": e.provider,
-                    "category": e.category,
-                    "supported": e.provider in self.providers,
-                    "moveit_support": False,
-                    "is_alpha": False,
-                    "is_beta": False,
-                    "rank": e.rank,
-                }
-                for e in rules.CATALOGUE
-            ]
-        }
+        if not provider_id:
+            return catalogue_view(set(self.providers))
+        provider = self.providers.get(provider_id)
+        if provider is None:
+            raise ApiError(ErrorCode.NOT_FOUND, f"provider '{provider_id}' is not available on this server")
+        return provider_view(provider.info, self._bounds(provider), self._reconcile_interval(provider))
 
     # ---- create / read / update / delete -----------------------------------------------------------
     def create(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
@@ -454,20 +392,6 @@ class ConnectorService:
 
     # ---- discovery ---------------------------------------------------------------------------------
     @staticmethod
-    def _page_view(provider: str, page: DiscoverPage, paged: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "provider": provider,
-            "resources": [
-                {"id": r.resource_id, "name": r.name, "resource_type": r.resource_type, "metadata": r.metadata}
-                for r in page.resources
-            ],
-        }
-        # Always named (the reference's discoverResponseBody): null and false once nothing is left.
-        out["next_cursor"] = page.next_cursor if paged else None
-        out["has_more"] = paged and page.next_cursor is not None
-        return out
-
-    @staticmethod
     def _limit(limit: int | None) -> int | None:
         if limit is None:
             return None
@@ -483,8 +407,13 @@ class ConnectorService:
         provider = self._provider(rec.data["provider"])
         n = self._limit(limit)
         ctx = self._call(provider, lambda: auth.context(principal.org, rec.data, provider))
-        page = self._call(provider, lambda: provider.discover(ctx, cursor=cursor, limit=n))
-        return self._page_view(provider.info.provider, page, cursor is not None or limit is not None)
+        page = self._call(
+            provider,
+            lambda: auth.call(
+                principal.org, rec.data, provider, ctx, lambda: provider.discover(ctx, cursor=cursor, limit=n)
+            ),
+        )
+        return discover_page_view(provider.info.provider, page, cursor is not None or limit is not None)
 
     def preview(self, body: dict[str, Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
         """Resources visible to credentials before any connector exists; nothing is stored (no token rotation)."""
@@ -505,222 +434,20 @@ class ConnectorService:
             credentials=credentials, auth_type=str(auth_type), **self._context_defaults(info.provider)
         )
         page = self._call(provider, lambda: provider.discover(ctx, cursor=cursor, limit=n))
-        return self._page_view(info.provider, page, cursor is not None or limit is not None)
+        return discover_page_view(info.provider, page, cursor is not None or limit is not None)
 
-    # ---- resources -----------------------------------------------------------------------------------
-    def _resource_config(
-        self, principal: Principal, c: dict[str, Any], raw: dict[str, Any], where: str
-    ) -> dict[str, Any]:
-        resource_id = _resource_id(raw.get("resource_id"), f"{where}resource_id")
-        database = raw.get("database") or ""
-        collection = raw.get("collection") or ""
-        if database or collection:
-            self._check_target(principal, str(database or c["database"]), str(collection), where)
-        metadata = capped_object(raw.get("metadata"), f"{where}metadata", rules.RESOURCE_METADATA_CAP)
-        additional = capped_object(
-            raw.get("additional_metadata"),
-            f"{where}additional_metadata",
-            rules.RESOURCE_ADDITIONAL_METADATA_CAP,
-        )
-        schema = self._databases.schema(principal, str(database or c["database"]))
-        declared = {f.name for f in schema}
-        system = {"provider": c["provider"], "connector_id": c["connector_id"]}
-        # Declared keys must fit their types (undeclared ones are stored, not filterable).
-        ms.validate_metadata(
-            schema, {k: v for k, v in {**metadata, **system}.items() if k in declared}, f"{where}metadata"
-        )
-        sync_mode = raw.get("sync_mode") or "rescan"
-        if sync_mode not in rules.SYNC_MODES:
-            raise invalid(f"'{where}sync_mode' must be 'rescan' or 'new_only'")
-        out: dict[str, Any] = {
-            "resource_id": resource_id,
-            "resource_type": raw.get("resource_type") or "",
-            "name": raw.get("name") or "",
-            "database_override": database,
-            "collection_override": collection,
-            "metadata": metadata,
-            "additional_metadata": additional,
-            "sync_mode": sync_mode,
-        }
-        if "custom_instructions" in raw and raw["custom_instructions"] is not None:
-            out["custom_instructions"] = rules.check_custom_instructions(
-                raw["custom_instructions"], f"{where}custom_instructions"
-            )
-        return out
-
-    def _save_resource(
-        self, org: str, connector_id: str, cfg: dict[str, Any], lookback_days: int | None, chunk_interval: int | None
-    ) -> dict[str, Any]:
-        """Create or reconfigure one resource, active; its checkpoint and cursor are kept."""
-        now = self._c.clock.now()
-        existing = self.store.resource(org, connector_id, cfg["resource_id"])
-        data: dict[str, Any] = dict(existing.data) if existing else {"created_at": now, "checkpoint": None}
-        data.update(cfg, status=ACTIVE, updated_at=now, configured_at=now)
-        if existing is not None and "custom_instructions" not in cfg:
-            data["custom_instructions"] = existing.data.get("custom_instructions")
-        elif "custom_instructions" not in cfg:
-            data["custom_instructions"] = None
-        # lookback_days counts for the first sync only; until that starts it may still be changed.
-        if not first_sync_done(data) and (lookback_days is not None or "lookback_days" not in data):
-            data["lookback_days"] = lookback_days if lookback_days is not None else rules.DEFAULT_LOOKBACK_DAYS
-            if data.get("checkpoint") is None:
-                data["first_sync_start"] = None
-        if chunk_interval is not None:
-            data["backfill_chunk_interval_seconds"] = chunk_interval
-        if data.get("last_status") == "error":
-            data["last_status"], data["last_error"] = None, ""
-        self.store.put_resource(org, connector_id, cfg["resource_id"], data)
-        return data
-
-    def _probe(
-        self, provider: ConnectorProvider, ctx: ProviderContext, resource: dict[str, Any], lookback_days: int
-    ) -> str | None:
-        """None when the resource would produce something; else why it is a warning."""
-        name = resource.get("name") or resource["resource_id"]
-        request = SyncRequest(
-            resource_id=resource["resource_id"],
-            resource_type=resource.get("resource_type") or "",
-            checkpoint=None,
-            start=self._c.clock.now() - lookback_days * 86400,
-            resource_metadata=dict(resource.get("provider_metadata") or {}),
-        )
-        try:
-            if provider.probe(ctx, request):
-                return None
-            return f"resource '{name}' ({resource['resource_id']}) produced nothing when probed"
-        except (ResourceUnavailable, CredentialsRejected) as exc:
-            raise provider_failure(provider.info.provider, exc) from None
-        except ProviderError as exc:
-            return f"resource '{name}' ({resource['resource_id']}) could not be probed: {exc}"
-
-    def _discovered(self, provider: ConnectorProvider, ctx: ProviderContext) -> dict[str, Any]:
-        """Resource facts by id, from one discover call (used to fill names, types and provider metadata)."""
-        try:
-            page = provider.discover(ctx)
-        except ProviderError:
-            return {}
-        return {r.resource_id: r for r in page.resources}
-
+    # ---- resources (services/connectors/resources.py) ----------------------------------------------
     def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        _, auth = self._ready()
-        rec = self._connector(principal, connector_id)
-        c = rec.data
-        provider = self._provider(c["provider"])
-        raw_resources = body.get("resources")
-        if not isinstance(raw_resources, list) or not raw_resources:
-            raise invalid("'resources' must be a non-empty list of resources from the discover operation")
-        if len(raw_resources) > MAX_RESOURCES_PER_CONFIGURE:
-            raise invalid(f"at most {MAX_RESOURCES_PER_CONFIGURE} resources per configure")
-        if body.get("table_configs"):
-            raise invalid("'table_configs' is accepted only for connectors whose engine reads them (not classic)")
-        lookback = rules.check_lookback_days(body.get("lookback_days"))
-        chunk_interval = body.get("backfill_chunk_interval_seconds")
-        if chunk_interval is not None and (
-            not isinstance(chunk_interval, int) or isinstance(chunk_interval, bool) or not 0 <= chunk_interval <= 604800
-        ):
-            raise invalid("'backfill_chunk_interval_seconds' must be an integer from 0 to 604800")
-        configs: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for i, raw in enumerate(raw_resources):
-            cfg = self._resource_config(principal, c, json_object(raw, f"resources[{i}]"), f"resources[{i}].")
-            if cfg["resource_id"] in seen:
-                raise invalid(f"resource '{cfg['resource_id']}' is listed twice")
-            seen.add(cfg["resource_id"])
-            configs.append(cfg)
-        ctx = self._call(provider, lambda: auth.context(principal.org, c, provider))
-        known = self._discovered(provider, ctx)
-        warnings: list[str] = []
-        for cfg in configs:
-            found = known.get(cfg["resource_id"])
-            if found is not None:
-                cfg["resource_type"] = cfg["resource_type"] or found.resource_type
-                cfg["name"] = cfg["name"] or found.name
-                cfg["provider_metadata"] = dict(found.metadata)
-            elif known:
-                warnings.append(f"resource '{cfg['resource_id']}' was not among the discovered resources")
-            existing = self.store.resource(principal.org, connector_id, cfg["resource_id"])
-            if existing is None or not first_sync_done(existing.data):
-                warning = self._probe(provider, ctx, cfg, lookback)
-                if warning:
-                    warnings.append(warning)
-        for cfg in configs:
-            self._save_resource(principal.org, connector_id, cfg, lookback, chunk_interval)
-        for r in self.store.resources(principal.org, connector_id):  # the selection replaces the active set
-            if r.sk not in seen and is_active(r.data):
-                self.store.update_resource(principal.org, connector_id, r.sk, lambda d: dict(d, status=INACTIVE))
-        now = self._c.clock.now()
-        run_id = self.scheduling.enqueue(principal.org, connector_id, "configure")
-
-        def configured(d: dict[str, Any]) -> dict[str, Any]:
-            d = dict(d, updated_at=now, sync_blocked=False, sync_blocked_at=None, sync_blocked_reason="")
-            if run_id is not None or not running(d, now):
-                d["next_sync_at"] = now  # configure starts a sync (or the running one continues with them)
-            return d
-
-        updated = self.store.update(principal.org, connector_id, configured)
-        if updated is not None and run_id is None:
-            self.scheduling.reschedule(principal.org, updated.data)
-        resources = [r.data for r in self.store.resources(principal.org, connector_id) if is_active(r.data)]
-        backfill = any(not first_sync_done(r) for r in resources)
-        return {
-            "connector_id": connector_id,
-            "configured": len(configs),
-            "backfill": backfill,
-            "lookback_days": lookback,
-            "next_sync_at": self._view(principal.org, updated)["next_sync_at"] if updated else None,
-            "run_id": run_id,
-            "message": (
-                f"{len(configs)} resource(s) configured; the first sync has started"
-                if backfill
-                else f"{len(configs)} resource(s) configured; cursors kept, syncing incrementally"
-            ),
-            "warnings": warnings,
-        }
+        return self.resources.configure(principal, connector_id, body)
 
     def list_resources(self, principal: Principal, connector_id: str) -> dict[str, Any]:
-        rec = self._connector(principal, connector_id)
-        return {
-            "resources": [resource_view(rec.data, r.data) for r in self.store.resources(principal.org, connector_id)]
-        }
+        return self.resources.list_resources(principal, connector_id)
 
     def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._ready()
-        rec = self._connector(principal, connector_id)
-        c = rec.data
-        filters = json_object(body.get("filters"), "filters")
-        raw = {
-            "resource_id": body.get("resource_id"),
-            "resource_type": body.get("resource_type"),
-            "name": body.get("display_name") or body.get("name"),
-            "database": body.get("database_override"),
-            "collection": body.get("collection_override"),
-            "metadata": body.get("metadata"),
-            "additional_metadata": body.get("additional_metadata"),
-            "sync_mode": body.get("sync_mode") or filters.get("sync_mode"),
-            "custom_instructions": body.get("custom_instructions"),
-        }
-        cfg = self._resource_config(principal, c, raw, "")
-        cfg["provider_metadata"] = json_object(body.get("provider_metadata"), "provider_metadata")
-        lookback = filters.get("lookback_days", body.get("lookback_days"))
-        data = self._save_resource(
-            principal.org,
-            connector_id,
-            cfg,
-            rules.check_lookback_days(lookback) if lookback is not None else None,
-            None,
-        )
-        now = self._c.clock.now()
-        if not first_sync_done(data) and self.scheduling.enqueue(principal.org, connector_id, "resource") is not None:
-            self.store.update(principal.org, connector_id, lambda d: dict(d, next_sync_at=now))
-        return resource_view(c, data)
+        return self.resources.add_resource(principal, connector_id, body)
 
     def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> dict[str, Any]:
-        self._connector(principal, connector_id)
-        if self.store.resource(principal.org, connector_id, resource_id) is None:
-            raise ApiError(ErrorCode.NOT_FOUND, f"resource '{resource_id}' is not configured on this connector")
-        self._c.records.delete(principal.org, rk.CONNECTOR_RESOURCE, connector_id, resource_id)
-        self.store.drop_objects(principal.org, connector_id, resource_id)
-        return {"connector_id": connector_id, "deleted": True, "resource_id": resource_id}
+        return self.resources.delete_resource(principal, connector_id, resource_id)
 
     # ---- syncing -------------------------------------------------------------------------------------
     def trigger_sync(self, principal: Principal, connector_id: str, *, full: bool = False) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ctxstore.domain.clock_utils import iso
-from ctxstore.domain.connector_rules import LifecycleInputs, lifecycle
+from ctxstore.domain.connector_rules import CATALOGUE, LifecycleInputs, lifecycle
+from ctxstore.ports.connector_provider import DiscoverPage, ProviderInfo
 from ctxstore.ports.records import Record
 
 ACTIVE = "active"
@@ -171,3 +172,64 @@ def resource_view(connector: dict[str, Any], r: dict[str, Any]) -> dict[str, Any
         "created_at": _ts(r.get("created_at")),
         "updated_at": _ts(r.get("updated_at")),
     }
+
+
+def _fields(items: Any) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in vars(f).items() if v is not None or k != "filter_key"} | {"filter_key": f.filter_key}
+        for f in items
+    ]
+
+
+def provider_view(i: ProviderInfo, bounds: tuple[int, int, int], reconcile_interval: int) -> dict[str, Any]:
+    """One provider's catalogue entry; bounds are the sync interval's (default, min, max)."""
+    return {
+        "provider": i.provider,
+        "display_name": i.display_name,
+        "category": i.category,
+        "connector_type": i.category,
+        "auth_types": list(i.auth_types),
+        "resource_types": list(i.resource_types),
+        "indexed_object_types": list(i.indexed_object_types),
+        "searchable_fields": _fields(i.searchable_fields),
+        "filterable_fields": _fields(i.filterable_fields),
+        "credential_schema": i.credential_schema,
+        "setup_guide": i.setup_guide,
+        "default_sync_interval_seconds": bounds[0],
+        "min_sync_interval_seconds": bounds[1],
+        "max_sync_interval_seconds": bounds[2],
+        "reconcile_window_seconds": i.reconcile_window_s,
+        "reconcile_interval_seconds": reconcile_interval,
+    }
+
+
+def catalogue_view(available: set[str]) -> dict[str, Any]:
+    """Every provider of the catalogue, with whether this server has it."""
+    return {
+        "providers": [
+            {
+                "provider": e.provider,
+                "category": e.category,
+                "supported": e.provider in available,
+                "moveit_support": False,
+                "is_alpha": False,
+                "is_beta": False,
+                "rank": e.rank,
+            }
+            for e in CATALOGUE
+        ]
+    }
+
+
+def discover_page_view(provider: str, page: DiscoverPage, paged: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "provider": provider,
+        "resources": [
+            {"id": r.resource_id, "name": r.name, "resource_type": r.resource_type, "metadata": r.metadata}
+            for r in page.resources
+        ],
+    }
+    # Always named (the reference's discoverResponseBody): null and false once nothing is left.
+    out["next_cursor"] = page.next_cursor if paged else None
+    out["has_more"] = paged and page.next_cursor is not None
+    return out

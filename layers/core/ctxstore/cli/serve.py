@@ -1,0 +1,145 @@
+"""`ctxstore serve`: the API, MCP endpoint, workers and scheduler on the embedded backends, in this process.
+
+The server's modules (the composition root, FastAPI, uvicorn, numpy, every service) load inside the verb, so
+`ctxstore --help` and the client verbs never pay for them (tests/agent/test_cli_startup.py holds that).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from ctxstore.config import Settings
+
+DataDirOpt = Annotated[
+    str | None, typer.Option("--data-dir", help="Data directory (default ./.ctxstore or CTXSTORE_DATA_DIR).")
+]
+
+
+def server_settings(
+    data_dir: str | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    allow_private_webhooks: bool = False,
+) -> Settings:
+    """The server's settings (environment and defaults), with the flags given on the command line on top."""
+    from ctxstore.config import Settings
+
+    overrides: dict[str, object] = {}
+    if data_dir:
+        overrides["data_dir"] = Path(data_dir)
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if allow_private_webhooks:
+        overrides["allow_private_webhooks"] = True
+    return Settings(**overrides)  # type: ignore[arg-type]
+
+
+def _lock_data_dir(data_dir: Path) -> IO[str]:
+    """One server per data dir: a second one would share its SQLite files and job queue."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fh = (data_dir / "serve.lock").open("w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"ctxstore: another server is already using {data_dir}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def run_server(settings: Settings) -> int:
+    import uvicorn
+
+    from ctxstore.http.app import create_app
+    from ctxstore.pipeline.connector_scheduler import SchedulerLoop
+    from ctxstore.pipeline.jobs import connector_spec, queue_specs
+    from ctxstore.pipeline.local_runner import LocalRunner
+    from ctxstore.runtime import build_container
+    from ctxstore.runtime.local import local_work_signal, recover_local
+    from ctxstore.services.registry import build_services
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    lock = _lock_data_dir(settings.data_dir)
+    container = build_container(settings)
+    services = build_services(container)
+    first_key = services.keys.bootstrap_default()
+    if first_key:
+        print("ctxstore: created organisation 'default'. Its API key, shown only this once:", flush=True)
+        print(first_key, flush=True)
+    released = recover_local(container)
+    if released:
+        logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
+    services.databases.recover()
+    wake = local_work_signal(container)
+    runner = LocalRunner(
+        container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers, wake=wake
+    )
+    runner.start()
+    # Connector syncs: their own runner (a long chunk never holds an ingestion worker) and the scheduler
+    # thread that queues due syncs from the persisted next_sync_at.
+    connectors = services.connectors
+    assert connectors is not None
+    sync_runner = LocalRunner(
+        container.queue, [connector_spec(connectors)], threads=settings.connector_workers, wake=wake
+    )
+    sync_runner.start()
+    scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connector_tick_s)
+    scheduler.start()
+    app = create_app(services)
+    # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
+    # while an overloaded loop had not yet read the next request on them, and clients saw no answer at all.
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        timeout_keep_alive=75,
+        backlog=4096,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises the signal after its graceful shutdown; these handlers absorb it so the
+    # workers and stores below are closed in order and the process exits 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: None)
+    try:
+        server.run()  # handles SIGINT/SIGTERM with a graceful shutdown
+    finally:
+        scheduler.stop()
+        connectors.stop()  # wakes provider waits so the sync runner can stop
+        sync_runner.stop()
+        runner.stop()
+        container.close()
+        lock.close()
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def serve(
+        data_dir: DataDirOpt = None,
+        host: Annotated[str | None, typer.Option(help="Address to listen on (default 127.0.0.1).")] = None,
+        port: Annotated[int | None, typer.Option(help="Port to listen on (default 8080).")] = None,
+        allow_private_webhooks: Annotated[
+            bool,
+            typer.Option(
+                "--allow-private-webhooks", help="Let webhooks reach loopback/private addresses (tests, local hooks)."
+            ),
+        ] = False,
+    ) -> None:
+        """Run the API, MCP endpoint, workers and scheduler on the embedded backends."""
+        settings = server_settings(data_dir, host=host, port=port, allow_private_webhooks=allow_private_webhooks)
+        raise typer.Exit(run_server(settings))
