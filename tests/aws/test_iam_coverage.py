@@ -486,6 +486,8 @@ def flow_main(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     ask = {"database": "acme", "query": "lighthouse keeper", "max_results": 5}
     _ok(stack.http("api_query", "POST", "/query", ask), 200)
     _ok(stack.http("api_query", "POST", "/query", {**ask, "graph_context": True}), 200)
+    said = {"request_id": "9d13aef4-02f4-4e73-8c62-4c2601d04f9d", "feedback": "found it", "database": "acme"}
+    _ok(stack.http("api_query", "POST", "/feedback", said), 201)
     _ok(stack.http("api_graphs", "GET", "/context/relations", query="database=acme&id=d1"), 200)
     _ok(stack.http("api_graphs", "GET", "/context/subgraph", query="database=acme&id=d1"), 200, 404)
     _ok(stack.http("api_graphs", "GET", "/context/d1/subgraph", query="database=acme"), 200, 404)

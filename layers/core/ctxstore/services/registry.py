@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ctxstore.services.byog.service import ByogService
     from ctxstore.services.connectors import ConnectorService
     from ctxstore.services.databases import DatabaseService
+    from ctxstore.services.feedback import FeedbackService
     from ctxstore.services.graphs.service import GraphService
     from ctxstore.services.items.ingest import IngestService
     from ctxstore.services.items.service import ItemService
@@ -123,6 +124,12 @@ class Services:
         from ctxstore.services.query.service import QueryService
 
         return QueryService(self.container, self.databases, self.items, graph_context=self.graphs)
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        from ctxstore.services.feedback import FeedbackService
+
+        return FeedbackService(self.container, self.databases)
 
     @cached_property
     def connectors(self) -> ConnectorService | None:

@@ -28,6 +28,14 @@ ItemPurger = Callable[[str, ItemRef], None]
 MetadataListener = Callable[[str, ItemRef, dict[str, Any]], None]
 
 
+_RENAMED_ROW_FIELDS = {"app_type": "app_kind", "provider": "app_provider", "external_id": "app_external_id"}
+
+
+def _source_field_filter(given: Any) -> Any:
+    """Rows said `provider`, `app_type`, `external_id` before they took the app_* names; a filter may still."""
+    return {_RENAMED_ROW_FIELDS.get(k, k): v for k, v in given.items()} if isinstance(given, dict) else given
+
+
 def _bad(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_PARAMETERS, message)
 
@@ -58,7 +66,8 @@ def source_view(ref: ItemRef, d: dict[str, Any]) -> dict[str, Any]:
     if d.get("source_type") == "file":
         view.update(filename=d.get("filename"), content_type=d.get("content_type"), size_bytes=d.get("size_bytes"))
     elif d.get("source_type") == "app":
-        view.update(app_type=d.get("app_type"), provider=d.get("provider"), external_id=d.get("external_id"))
+        # The names of the reference, the spec's subgraph members and query results (not the record's own).
+        view.update(app_kind=d.get("app_type"), app_provider=d.get("provider"), app_external_id=d.get("external_id"))
     else:
         view.update(user_name=d.get("user_name"), infer=bool(d.get("infer")))
     return view
@@ -125,7 +134,7 @@ class SourceService:
             raise _bad(f"'page_size' must be from 1 to {MAX_PAGE_SIZE}")
         md_f = filters.get("metadata") or {}
         amd_f = filters.get("additional_metadata") or filters.get("document_metadata") or {}
-        src_f = filters.get("source_fields") or {}
+        src_f = _source_field_filter(filters.get("source_fields") or {})
         for name, f in (
             ("filters.metadata", md_f),
             ("filters.additional_metadata", amd_f),
@@ -163,7 +172,8 @@ class SourceService:
         for ref, d in matched[start : start + page_size]:
             view = source_view(ref, d)
             if include_fields and store == "knowledge":
-                keep = {"id", "database", "collection", *include_fields}
+                # The scope's legacy names too: the official client's row model requires them.
+                keep = {"id", "database", "collection", "tenant_id", "sub_tenant_id", *include_fields}
                 view = {k: v for k, v in view.items() if k in keep}
             sources.append(view)
         pages = max(1, math.ceil(total / page_size))

@@ -8,7 +8,8 @@
   died between the two writes, so nothing accepted is lost.
 * A delivery job POSTs the Standard Webhooks event `{type, timestamp, data}` with the
   `webhook-id` (the delivery id, stable across attempts), `webhook-timestamp` and, when a secret
-  is configured, `webhook-signature: v1,<base64>` headers. 2xx completes it; a network error, 5xx,
+  is configured, `webhook-signature: v1,<base64>` and the reference's `X-HydraDB-Signature: sha256=<hex>`
+  headers. 2xx completes it; a network error, 5xx,
   429 or 408 is retried by the queue runner with exponential backoff and full jitter; anything
   else (other 4xx, a 3xx: redirects are not followed, a refused address) fails it for good.
 * Every target is vetted twice, at registration and at each attempt (DNS can change): http or
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import secrets
 from collections.abc import Callable
@@ -138,8 +141,15 @@ def check_secret(secret: str) -> None:
         ) from None
 
 
+def hydradb_signature(secret: str, body: str) -> str:
+    """The reference's `X-HydraDB-Signature`: `sha256=` and the hex HMAC-SHA256 of the raw (UTF-8) body, keyed by
+    the secret string exactly as the caller holds it (the official client's verification helper)."""
+    return "sha256=" + hmac.new(secret.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
 def signed_headers(secret: str, msg_id: str, body: str, now: float) -> dict[str, str]:
-    """Standard Webhooks headers; without a secret the signature header is left out."""
+    """Standard Webhooks headers and the reference's signature, over the same secret; without a secret both
+    signature headers are left out."""
     ts = int(now)
     headers = {
         "content-type": "application/json",
@@ -149,6 +159,7 @@ def signed_headers(secret: str, msg_id: str, body: str, now: float) -> dict[str,
     }
     if secret:
         headers["webhook-signature"] = Webhook(secret).sign(msg_id, datetime.fromtimestamp(ts, tz=UTC), body)
+        headers["x-hydradb-signature"] = hydradb_signature(secret, body)
     return headers
 
 
