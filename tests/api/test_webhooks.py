@@ -29,7 +29,8 @@ from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.runtime import build_container
 from ctxstore.services.registry import build_services
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
-from ctxstore.services.webhooks.service import WEBHOOK_QUEUE, WebhookService
+from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
+from ctxstore.services.webhooks.service import WebhookService
 from tests.support.app import LocalApp, make_app
 
 FAST_RETRIES: dict[str, Any] = {
