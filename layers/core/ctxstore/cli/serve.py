@@ -68,12 +68,17 @@ def run_server(settings: Settings) -> int:
     from ctxstore.pipeline.jobs import connector_spec, queue_specs
     from ctxstore.pipeline.local_runner import LocalRunner
     from ctxstore.runtime import build_container
-    from ctxstore.runtime.local import local_work_signal, recover_local
+    from ctxstore.runtime.local import DataDirTooNew, local_work_signal, recover_local
     from ctxstore.services.registry import build_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     lock = _lock_data_dir(settings.data_dir)
-    container = build_container(settings)
+    try:
+        container = build_container(settings)
+    except DataDirTooNew as exc:  # a newer release's data dir: say which versions, open nothing
+        print(f"ctxstore: {exc}", file=sys.stderr)
+        lock.close()
+        raise typer.Exit(1) from None
     services = build_services(container)
     first_key = services.keys.bootstrap_default()
     if first_key:
