@@ -60,6 +60,18 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return fh
 
 
+def _warn_missing_optional_parts() -> None:
+    """Optional system programs the server degrades without: say so at start, not at the first failing item."""
+    from ctxstore.parsing.image_ocr import OCR_UNAVAILABLE, ocr_available
+
+    if not ocr_available():
+        logging.getLogger("ctxstore").warning(
+            "OCR unavailable: tesseract is not installed (apt install tesseract-ocr); images and scanned PDF pages "
+            "will end errored with %s",
+            OCR_UNAVAILABLE,
+        )
+
+
 def run_server(settings: Settings) -> int:
     import uvicorn
 
@@ -72,6 +84,7 @@ def run_server(settings: Settings) -> int:
     from ctxstore.services.registry import build_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _warn_missing_optional_parts()
     lock = _lock_data_dir(settings.data_dir)
     try:
         container = build_container(settings)
