@@ -8,6 +8,7 @@ name and the source serving (its files intact).
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -216,3 +217,24 @@ def test_backup_refuses_an_existing_target_and_restore_a_damaged_backup(tmp_path
     damaged = _cli("restore", str(tmp_path / "b"), "--data-dir", str(tmp_path / "new"))
     assert damaged.returncode == 1 and "records.db is missing or damaged" in damaged.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_offline_backup_of_a_stopped_data_dir_restores_its_graph(tmp_path: Path) -> None:
+    """No server: the graph engine's append-only files are copied at rest (under the serve lock) and restored."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "datadir-2.0.0"
+    expected = json.loads((fixture.parent / "datadir-2.0.0.expected.json").read_text())
+    source = tmp_path / "src"
+    shutil.copytree(fixture, source)
+    done = _cli("backup", "--data-dir", str(source), "--to", str(tmp_path / "b"))
+    assert done.returncode == 0 and "offline" in done.stdout, done.stderr
+    assert (
+        "graph/appendonlydir/appendonly.aof.manifest"
+        in json.loads((tmp_path / "b" / "manifest.json").read_text())["files"]
+    )
+    assert _cli("restore", str(tmp_path / "b"), "--data-dir", str(tmp_path / "new")).returncode == 0
+    with ServerProcess(tmp_path / "new") as srv:
+        srv.wait_ready()
+        with srv.client(expected["api_key"]) as c:
+            relations = c.get("/context/relations", params={"database": "acme", "id": "acq"}).json()["data"]
+            assert relations["relations"]
+        assert srv.stop() == 0
