@@ -238,3 +238,14 @@ def test_offline_backup_of_a_stopped_data_dir_restores_its_graph(tmp_path: Path)
             relations = c.get("/context/relations", params={"database": "acme", "id": "acq"}).json()["data"]
             assert relations["relations"]
         assert srv.stop() == 0
+
+
+def test_an_offline_backup_holds_the_serve_lock_so_no_server_starts_mid_copy(tmp_path: Path) -> None:
+    from ctxstore.adapters.local.data_dir_backup import _serve_lock
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with _serve_lock(data) as offline:
+        assert offline
+        serve = _cli("serve", "--data-dir", str(data), "--port", "1", timeout=120)
+        assert serve.returncode == 1 and "already using" in serve.stderr

@@ -69,11 +69,7 @@ def _copy_sqlite(source: Path, target: Path) -> None:
 @contextlib.contextmanager
 def _serve_lock(data_dir: Path) -> Iterator[bool]:
     """Hold the data dir's serve lock if no server holds it (True: offline, no server can start meanwhile)."""
-    path = data_dir / "serve.lock"
-    if not path.exists():
-        yield True
-        return
-    with path.open("r") as fh:
+    with (data_dir / "serve.lock").open("a") as fh:  # "a": created if absent, a server's pid in it kept
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
