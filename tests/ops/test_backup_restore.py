@@ -249,3 +249,29 @@ def test_an_offline_backup_holds_the_serve_lock_so_no_server_starts_mid_copy(tmp
         assert offline
         serve = _cli("serve", "--data-dir", str(data), "--port", "1", timeout=120)
         assert serve.returncode == 1 and "already using" in serve.stderr
+
+
+def test_sigusr1_backs_up_a_running_server_with_backup_dir(tmp_path: Path) -> None:
+    """The online equivalent for operators who script the process: `serve --backup-dir D`, then `kill -USR1`."""
+    backups = tmp_path / "backups"
+    with ServerProcess(tmp_path / "src", "--backup-dir", str(backups)) as srv:
+        srv.wait_ready()
+        [key] = srv.printed_keys
+        with srv.client(key) as c:
+            _ready_database(c)
+            _ingest(c, ["one", "two"])
+            _wait_completed(c, ["one", "two"])
+            srv.proc.send_signal(signal.SIGUSR1)
+            deadline = time.time() + 60
+            while not any("backup written to" in line for line in srv.lines):
+                assert time.time() < deadline, srv.lines
+                time.sleep(0.1)
+            assert c.get("/health").status_code == 200  # still serving
+        assert srv.stop() == 0
+    [backup] = [p for p in backups.iterdir() if not p.name.startswith(".")]
+    assert _cli("restore", str(backup), "--data-dir", str(tmp_path / "new")).returncode == 0
+    with ServerProcess(tmp_path / "new") as srv:
+        srv.wait_ready()
+        with srv.client(key) as c:
+            assert _statuses(c, ["one", "two"]) == {"one": "completed", "two": "completed"}
+        assert srv.stop() == 0

@@ -157,7 +157,14 @@ def register(app: typer.Typer) -> None:
                 "--allow-private-webhooks", help="Let webhooks reach loopback/private addresses (tests, local hooks)."
             ),
         ] = False,
+        backup_dir: Annotated[
+            str | None, typer.Option(help="On SIGUSR1, back up the data dir into a new folder in this directory.")
+        ] = None,
     ) -> None:
         """Run the API, MCP endpoint, workers and scheduler on the embedded backends."""
         settings = server_settings(data_dir, host=host, port=port, allow_private_webhooks=allow_private_webhooks)
+        if backup_dir:
+            from ctxstore.cli.backup import backup_on_signal
+
+            backup_on_signal(settings.data_dir, Path(backup_dir))
         raise typer.Exit(run_server(settings))
