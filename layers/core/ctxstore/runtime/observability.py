@@ -14,7 +14,7 @@ from ctxstore.observability import otel
 from ctxstore.observability.prometheus import ITEMS_CACHE_S, STATE_CACHE_S, PrometheusMetrics, StateSources
 from ctxstore.observability.readiness import Readiness, Step, warm_up
 from ctxstore.services.container import Container
-from ctxstore.services.items import ITEM
+from ctxstore.services.items.service import ITEM
 
 log = logging.getLogger("ctxstore")
 
