@@ -70,7 +70,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             srv.wait_ready(timeout=120)
             with srv.client(key) as c:
                 yield Served(srv, c, key, slack, hook, collector)
-            srv.stop()
+            assert srv.stop() == 0  # SIGTERM: a clean exit with the span exporter flushed and the sink removed
     for gen in (hooks, collectors):
         next(gen, None)
 
