@@ -513,4 +513,4 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
 
 def test_cap_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXSTORE_BYOG_MAX_ROWS", "7")
-    assert Settings(data_dir=tmp_path).byog_max_rows == 7
+    assert Settings(data_dir=tmp_path).byog.max_rows == 7
