@@ -21,8 +21,8 @@ from typing import Any
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.github_seed import seed_large_repo
 
-from ctxstore.connectors.github import build_provider
-from ctxstore.connectors.github_sync import PER_PAGE, iso
+from ctxstore.connectors.github.provider import build_provider
+from ctxstore.connectors.github.sync import PER_PAGE, iso
 from ctxstore.ports.connector_provider import Checkpoint, KnownObject, ProviderContext, SyncedObject, SyncRequest
 
 ROOT = Path(__file__).resolve().parents[2]

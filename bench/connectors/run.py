@@ -220,7 +220,7 @@ def _linear_idle(fake: FakeLinear, i: int) -> str:
 
 def _linear_bare_calls(fake: FakeLinear, team: str) -> float:
     """The two GraphQL calls a no-op cycle makes (issues and comments changed in the window), bare httpx."""
-    from ctxstore.connectors.linear_sync import TEAM_COMMENTS, TEAM_ISSUES, iso_ms
+    from ctxstore.connectors.linear.sync import TEAM_COMMENTS, TEAM_ISSUES, iso_ms
 
     key = _linear_credentials(fake, "bare")["access_token"]
     now = int(time.time() * 1000)

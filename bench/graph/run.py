@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.domain.graph_keys import entity_id, graph_name, normalize_name
-from ctxstore.services.entity_graph import EXTRACTED, EntityRow, ItemAccess, RelationRow
-from ctxstore.services.graphs import GraphService
-from ctxstore.services.item_graph import SourceProps
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.graphs.entity_graph import EXTRACTED, EntityRow, ItemAccess, RelationRow
+from ctxstore.services.graphs.item_graph import SourceProps
+from ctxstore.services.graphs.service import GraphService
 
 HERE = Path(__file__).parent
 RESULTS = HERE.parent / "results" / "graph.json"

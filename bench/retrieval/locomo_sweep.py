@@ -21,7 +21,7 @@ from bench.retrieval.api_quality import _pairs, locomo_pairs, locomo_turns
 
 import ctxstore.adapters.local.keyword_lane as lane
 import ctxstore.retrieval.signals as signals
-import ctxstore.services.query as query_service
+import ctxstore.services.query.service as query_service
 from ctxstore.config import Settings
 from ctxstore.domain.conversation import pair_turns, turn_chunks
 from ctxstore.runtime import build_container

@@ -47,7 +47,7 @@ from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter, SearchIndex
 from ctxstore.runtime import build_container
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services, build_services
 
 REPO = Path(__file__).resolve().parents[2]

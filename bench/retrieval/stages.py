@@ -31,7 +31,7 @@ from tests.support.server import ServerProcess
 
 from ctxstore.retrieval import hybrid
 from ctxstore.retrieval.fusion import fuse
-from ctxstore.services import query as query_module
+from ctxstore.services.query import service as query_module
 
 RESULTS = REPO / "bench" / "results" / "retrieval_stages.json"
 DATABASE = "lat100k"

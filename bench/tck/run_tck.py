@@ -877,7 +877,7 @@ unix socket only; `cluster` answers `local` (`CTXSTORE_BYOG_CLUSTER_NAME`).
   Stored properties named `id`, `labels`, `relation`, `source_node_id`, `target_node_id` are hidden on both
   (the reserved keys win); alias them (`RETURN n.id AS node_id`). Integers are exact 64-bit JSON numbers;
   non-finite floats come back as the strings `NaN`, `Infinity`, `-Infinity`. Temporal values as ISO 8601.
-- Screening runs on tokens from a real lexer (`services/cypher_lexer.py`: strings with escapes, backtick
+- Screening runs on tokens from a real lexer (`services/byog/cypher_lexer.py`: strings with escapes, backtick
   names, comments, parameters), so text in a string or comment never triggers a rule. Rejected with 400 and a
   suggestion: `CALL name(...)` procedures (incl. `db.*`, `apoc.*`; `CALL { ... }` subqueries are allowed),
   `LOAD CSV`, `EXISTS { ... }`, `exists(...)`, `shortestPath`/`allShortestPaths` in `MATCH p = ...` or undirected.
@@ -887,7 +887,7 @@ unix socket only; `cluster` answers `local` (`CTXSTORE_BYOG_CLUSTER_NAME`).
 - Deep nesting is a 400 before it reaches the engine: the engine's parser backtracks, doubling its work per
   level of brackets, `CASE` blocks or `NOT` / sign runs (16 levels 0.25 s, 20 levels ~5 s, 21 levels 11 s,
   40 never ends), and no engine timeout covers parsing. The screen scores a query as the sum over tokens of
-  2^depth and refuses scores over 4.5M (a 20-deep list or map passes; `services/cypher_cost.py`). Pass deep
+  2^depth and refuses scores over 4.5M (a 20-deep list or map passes; `services/byog/cypher_cost.py`). Pass deep
   data in `params`, which the engine reads without that parser cost.
 - A query the engine does not stop by itself within its budget + 15 s gets a 400 (the timeout advice), and
   the service kills and restarts the engine: a query thread that ignores its timeout holds one of the
@@ -895,7 +895,7 @@ unix socket only; `cluster` answers `local` (`CTXSTORE_BYOG_CLUSTER_NAME`).
   (`appendfsync always`); queries in flight on other connections are sent again once the engine answers.
 - `sum()` is typed as openCypher types it. The engine adds in doubles (`15.0` for `15`), so each aggregate call
   `sum(x)` / `sum(DISTINCT x)` (on tokens, any case; not `n.sum`, `` `sum` `` or text in strings/comments) is
-  sent as `CASE min(typeOf(x)) WHEN 'Float' THEN sum(x) ELSE toInteger(sum(x)) END` (`services/cypher_sum.py`):
+  sent as `CASE min(typeOf(x)) WHEN 'Float' THEN sum(x) ELSE toInteger(sum(x)) END` (`services/byog/cypher_sum.py`):
   integers only (or no rows) give an integer, any float a float; nulls are skipped and grouping is the
   aggregate's own, in `RETURN`, `WITH`, `ORDER BY` and inside expressions. An unaliased `RETURN` item holding a
   sum gets its own text as alias, so the column keeps its name. The engine refuses the `reduce(... IN

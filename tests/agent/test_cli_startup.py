@@ -93,7 +93,7 @@ def test_serve_and_keys_still_load_the_server(tmp_path: Path) -> None:
     """The other side of the split: `keys` builds the services on the data dir (exit code and output as before)."""
     code, modules = loaded(tmp_path, "keys", "--data-dir", str(tmp_path / "d"), "list", "--org", "nobody")
     assert code == 0
-    assert {"ctxstore.runtime", "ctxstore.services.keys"} <= modules
+    assert {"ctxstore.runtime", "ctxstore.services.access.keys"} <= modules
 
 
 def test_every_verb_is_in_the_table_that_loads_it_alone() -> None:

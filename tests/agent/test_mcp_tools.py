@@ -17,7 +17,7 @@ from ctxstore.mcp.backend import Defaults
 from ctxstore.mcp.service_backend import ServiceBackend
 from ctxstore.mcp.tools import build_server
 from ctxstore.mcp.url_fetch import FetchRefused, fetch
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from tests.agent.mcp_support import ToolResult, in_process
 from tests.support.app import LocalApp, make_app
 

@@ -27,7 +27,7 @@ def test_only_the_named_providers_run(tmp_path: Path) -> None:
         r = la.client.get("/connectors/providers", params={"id": "gmail"}, headers=la.headers())
         assert r.status_code == 404 and r.json()["error"]["code"] == "NOT_FOUND"
         r = la.client.get("/connectors/providers", params={"id": "github"}, headers=la.headers())
-        assert r.status_code == 200 and r.json()["data"]["credential_schema"]
+        assert r.status_code == 200 and r.json()["data"]["providers"][0]["credential_schema"]
     finally:
         la.close()
 

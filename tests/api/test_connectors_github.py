@@ -243,7 +243,7 @@ def test_reconcile_runs_on_its_cadence_and_on_a_full_sync(gh: GitHubEnv) -> None
     fake, repo, login, token = gh.fake, "cad/repo", "cad", "ghp_cadence_secret"
     ids = seed(fake, repo, token)
     cid = gh.create({"api_token": token})["connector_id"]
-    catalogue = gh.call("GET", "/connectors/providers", params={"id": "github"}).json()["data"]
+    [catalogue] = gh.call("GET", "/connectors/providers", params={"id": "github"}).json()["data"]["providers"]
     assert catalogue["reconcile_interval_seconds"] == RECONCILE_S and catalogue["reconcile_window_seconds"] == 30 * DAY
     gh.configure(cid, [{"resource_id": repo}])
     wait_cycles(gh.c, cid, 1)

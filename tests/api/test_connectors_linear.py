@@ -149,7 +149,7 @@ def test_first_sync_searchable_and_the_subgraph_walks_sub_issues_relations_and_t
     only = {"additional_metadata": {"linear_identifier": "ENG-3"}}
     hits = env.c.post("/query", json={"database": DB, "query": "fonts", "metadata_filters": only}).json()["data"]
     assert {h["id"] for h in hits["chunks"]} == {issue_item(scope, i["grandchild"])}, "a catalogued filter key"
-    detail = env.call("GET", "/connectors/providers", params={"id": "linear"}).json()["data"]
+    [detail] = env.call("GET", "/connectors/providers", params={"id": "linear"}).json()["data"]["providers"]
     assert "additional_metadata.linear_identifier" in {f["filter_key"] for f in detail["filterable_fields"]}
     assert detail["resource_types"] == ["linear_team"] and detail["auth_types"] == ["api_token", "oauth"]
 

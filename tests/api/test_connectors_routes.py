@@ -27,7 +27,9 @@ def test_providers_catalogue_and_detail(connector_server: Env) -> None:
     cat = env.call("GET", "/connectors/providers").json()["data"]["providers"]
     assert [p["provider"] for p in cat] == ["slack", "github", "linear", "notion", "gmail"]
     assert cat[0]["supported"] is True and cat[0]["category"] == "chat" and cat[0]["rank"] == 1
-    detail = env.call("GET", "/connectors/providers", params={"id": "slack"}).json()["data"]
+    answer = env.call("GET", "/connectors/providers", params={"id": "slack"}).json()
+    [detail] = answer["data"]["providers"]
+    assert answer["providers"] == [detail]  # the reference's bare providerListResponse, like the list
     assert detail["provider"] == "slack" and detail["indexed_object_types"] == ["message"]
     assert detail["credential_schema"]["oneOf"][0]["required"] == ["access_token"]
     keys = {f["filter_key"] for f in detail["filterable_fields"]}

@@ -51,7 +51,7 @@ def test_first_sync_query_subgraph_and_system_metadata(connector_server: Env) ->
     found = connector_server.call("GET", f"/connectors/{cid}/discover").json()["data"]
     discovered = {r["id"]: r["name"] for r in found["resources"]}
     assert discovered["CEMPTY"] == "empty" and discovered["CENG"] == "eng"
-    assert "next_cursor" not in found  # paging is opt-in
+    assert found["next_cursor"] is None and found["has_more"] is False  # paging is opt-in: one whole page
 
     out = connector_server.configure(
         cid,

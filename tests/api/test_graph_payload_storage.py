@@ -1,4 +1,4 @@
-"""Where a graph_payload lives (services/graph_payloads.py): a blob next to the version that brought it, with a
+"""Where a graph_payload lives (services/graphs/payloads.py): a blob next to the version that brought it, with a
 small reference record; the same code path as on AWS (tests/aws/test_large_uploads.py has it at the limits)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ctxstore.ports.records import Put
-from ctxstore.services.items import GRAPH_PAYLOAD, ItemRef
+from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
 from tests.api.test_relations import PAYLOAD, TEXT, ingest, relations, triples
 from tests.support.app import LocalApp
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES
-from ctxstore.services.uploads import staged_key
+from ctxstore.services.items.uploads import staged_key
 from tests.support.app import LocalApp
 
 DOC = b"# Harbour log\n\nThe tugboat Marlin towed the barge past the lighthouse at dawn.\n"

@@ -256,7 +256,7 @@ def test_other_organisation_sees_nothing(db: LocalApp, other_key: str) -> None:
 def test_cached_ranking_follows_every_write_even_another_process(db: LocalApp) -> None:
     # a collection-wide read ranks every group once and keeps the ranking until the graph's version
     # token changes: each write (ingest, delete, metadata) must show on the next read
-    from ctxstore.services.graphs import GraphService
+    from ctxstore.services.graphs.service import GraphService
 
     ingest(db, [{"id": "m", "content": {"text": "Microsoft acquired GitHub in 2018."}}])
     for acl in (None, "bob"):

@@ -82,7 +82,7 @@ def test_list_filters_ids_projection_and_memories(filled: LocalApp) -> None:
     assert [s["id"] for s in by_tag["sources"]] == ["note4"]
     assert [s["id"] for s in _list(filled, ids=["note0", "ghost"]).json()["data"]["sources"]] == ["note0"]
     proj = _list(filled, ids=["note0"], include_fields=["title"]).json()["data"]["sources"][0]
-    assert set(proj) == {"id", "database", "collection", "title"}
+    assert set(proj) == {"id", "database", "collection", "tenant_id", "sub_tenant_id", "title"}
     mem = _list(filled, type="memory").json()["data"]
     assert [s["id"] for s in mem["sources"]] == ["mem1"] and mem["sources"][0]["user_name"] == "Kim"
     assert _list(filled, page_size=0).status_code == 400

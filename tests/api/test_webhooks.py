@@ -7,6 +7,8 @@ by calling the service directly, as ingestion does.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -25,9 +27,10 @@ from ctxstore.http.app import create_app
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.runtime import build_container
-from ctxstore.services.events import INDEXING_STATUS_CHANGED
 from ctxstore.services.registry import build_services
-from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
+from ctxstore.services.webhooks.service import WebhookService
 from tests.support.app import LocalApp, make_app
 
 FAST_RETRIES: dict[str, Any] = {
@@ -171,18 +174,25 @@ def pump(la: LocalApp, cond: Callable[[], bool], timeout: float = 10.0) -> None:
     raise AssertionError("condition not reached in time")
 
 
+def answer(r: Any) -> dict[str, Any]:
+    """The webhook object of a success: the reference's envelope `data`, its fields also at the top level."""
+    body = r.json()
+    assert body["success"] is True and body["error"] is None and body["meta"]["request_id"], body
+    data: dict[str, Any] = body["data"]
+    assert {k: body[k] for k in data} == data  # the spec's own object, read at the top level
+    return data
+
+
 def register(la: LocalApp, key: str, url: str, **body: Any) -> dict[str, Any]:
     r = la.client.post("/webhooks/indexing", json={"url": url, **body}, headers=la.headers(key))
     assert r.status_code == 201, r.text
-    out: dict[str, Any] = r.json()
-    return out
+    return answer(r)
 
 
 def deliveries(la: LocalApp, key: str, **params: Any) -> dict[str, Any]:
     r = la.client.get("/webhooks/indexing/deliveries", params=params, headers=la.headers(key))
     assert r.status_code == 200, r.text
-    out: dict[str, Any] = r.json()
-    return out
+    return answer(r)
 
 
 def only_delivery(la: LocalApp, key: str) -> dict[str, Any]:
@@ -190,6 +200,19 @@ def only_delivery(la: LocalApp, key: str) -> dict[str, Any]:
     assert len(items) == 1, items
     item: dict[str, Any] = items[0]
     return item
+
+
+def assert_hydradb_signature(req: Received, secret: str) -> None:
+    """What the official client's helper checks: `sha256=` + hex HMAC-SHA256 of the raw body, keyed by the secret
+    string as the caller holds it; a wrong secret or a changed body does not match."""
+    got = {k.lower(): v for k, v in req.headers.items()}["x-hydradb-signature"]
+    assert got.startswith("sha256=")
+
+    def expected(key: str, body: bytes) -> str:
+        return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+
+    assert hmac.compare_digest(got, expected(secret, req.body))
+    assert got != expected(secret + "x", req.body) and got != expected(secret, req.body + b" ")
 
 
 def assert_failure(r: Any, status: int, code: str) -> None:
@@ -202,20 +225,19 @@ def assert_failure(r: Any, status: int, code: str) -> None:
 # ---- registration --------------------------------------------------------------------------
 
 
-def test_register_get_delete_without_envelope(app: LocalApp, key: str, receiver: Receiver) -> None:
+def test_register_get_delete_in_both_shapes(app: LocalApp, key: str, receiver: Receiver) -> None:
     h = app.headers(key)
     r = app.client.get("/webhooks/indexing", headers=h)
     assert r.status_code == 200
-    assert r.json() == {"registered": False, "url": "", "event_types": [], "signing_secret_configured": False}
+    assert answer(r) == {"registered": False, "url": "", "event_types": [], "signing_secret_configured": False}
 
     out = register(app, key, receiver.url)
-    assert "success" not in out and "data" not in out  # no envelope
     assert out["registered"] is True and out["url"] == receiver.url
     assert out["event_types"] == [INDEXING_STATUS_CHANGED]
     assert out["signing_secret_configured"] is False and "signing_secret" not in out
 
     r = app.client.get("/webhooks/indexing", headers=h)
-    assert r.json() == {
+    assert answer(r) == {
         "registered": True,
         "url": receiver.url,
         "event_types": [INDEXING_STATUS_CHANGED],
@@ -226,7 +248,7 @@ def test_register_get_delete_without_envelope(app: LocalApp, key: str, receiver:
     assert out["url"] == receiver.url + "2"
 
     r = app.client.delete("/webhooks/indexing", headers=h)
-    assert r.status_code == 200 and r.json() == {"deleted": True, "message": "Success"}
+    assert r.status_code == 200 and answer(r) == {"deleted": True, "message": "Success"}
     assert_failure(app.client.delete("/webhooks/indexing", headers=h), 404, "NOT_FOUND")
     assert app.client.get("/webhooks/indexing", headers=h).json()["registered"] is False
 
@@ -329,6 +351,7 @@ def test_emit_delivers_a_signed_standard_webhooks_event(app: LocalApp, key: str,
     assert data["extra_key"] == 1 and data["timestamp"]
     assert req.headers["webhook-signature"].startswith("v1,")
     assert req.headers["content-type"] == "application/json"
+    assert_hydradb_signature(req, secret)
     # A wrong secret does not verify.
     with pytest.raises(WebhookVerificationError):
         Webhook("whsec_" + "QUJD" * 8).verify(req.body, req.headers)
@@ -341,7 +364,7 @@ def test_emit_delivers_a_signed_standard_webhooks_event(app: LocalApp, key: str,
     assert d["event_type"] == INDEXING_STATUS_CHANGED and d["webhook_url"] == receiver.url
     assert d["created_at"].endswith("Z") and d["updated_at"] >= d["created_at"]
     r = app.client.get(f"/webhooks/indexing/deliveries/{d['delivery_id']}", headers=app.headers(key))
-    assert r.status_code == 200 and r.json() == d
+    assert r.status_code == 200 and answer(r) == d
 
 
 def test_signing_secret_routes(app: LocalApp, key: str, receiver: Receiver) -> None:
@@ -350,11 +373,12 @@ def test_signing_secret_routes(app: LocalApp, key: str, receiver: Receiver) -> N
     # Supply one's own secret.
     mine = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0ISE="
     r = app.client.post("/webhooks/indexing/signing-secret", json={"signing_secret": mine}, headers=h)
-    assert r.status_code == 200 and r.json() == {"generated": False, "signing_secret": mine, "message": "Success"}
+    assert r.status_code == 200 and answer(r) == {"generated": False, "signing_secret": mine, "message": "Success"}
     r = app.client.post("/webhooks/indexing/test", headers=h)
-    assert r.status_code == 200 and r.json() == {"delivered": True, "status_code": 200, "message": "Success"}
+    assert r.status_code == 200 and answer(r) == {"delivered": True, "status_code": 200, "message": "Success"}
     event = Webhook(mine).verify(receiver.requests[-1].body, receiver.requests[-1].headers)
     assert event["type"] == "webhook.test"
+    assert_hydradb_signature(receiver.requests[-1], mine)
     # Re-registering without a secret keeps it.
     assert register(app, key, receiver.url)["signing_secret_configured"] is True
     # Too short: 422.
@@ -372,6 +396,7 @@ def test_signing_secret_routes(app: LocalApp, key: str, receiver: Receiver) -> N
     app.client.post("/webhooks/indexing/test", headers=h)
     last = receiver.requests[-1].headers
     assert "webhook-signature" not in last and last["webhook-id"] and last["webhook-timestamp"]
+    assert "x-hydradb-signature" not in {k.lower() for k in last}
 
 
 def test_test_route_reports_the_endpoint_status(app: LocalApp, key: str, receiver: Receiver) -> None:
@@ -433,7 +458,7 @@ def test_permanently_failed_then_manual_retry(app: LocalApp, key: str, receiver:
     receiver.default = 200
     r = app.client.post(f"/webhooks/indexing/deliveries/{d['delivery_id']}/retry", headers=h)
     assert r.status_code == 200
-    assert r.json() == {"delivery_id": d["delivery_id"], "queued": True, "message": "Success"}
+    assert answer(r) == {"delivery_id": d["delivery_id"], "queued": True, "message": "Success"}
     pump(app, lambda: only_delivery(app, key)["status"] == "completed")
     d2 = only_delivery(app, key)
     assert d2["attempts"] == 4 and d2["error_code"] == "" and receiver.count() == 4

@@ -32,7 +32,7 @@ def _api_functions() -> dict[str, str]:
 def _ready_database(org: str, name: str) -> None:
     from ctxstore.config import Settings
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
     from ctxstore.services.registry import build_services
 
     svc = build_services(build_aws(Settings()))
@@ -162,7 +162,7 @@ def test_query_function_searches_the_collection(aws: MotoWorld, search: Recordin
     from ctxstore.ports.records import Put
     from ctxstore.ports.search_index import ChunkDoc
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.items import ITEM, item_pk
+    from ctxstore.services.items.service import ITEM, item_pk
 
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")

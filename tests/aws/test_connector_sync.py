@@ -62,7 +62,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Mot
 def _ready_database() -> None:
     from ctxstore.config import Settings
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
     from ctxstore.services.registry import build_services
 
     svc = build_services(build_aws(Settings()))

@@ -78,7 +78,7 @@ def event(name: str, key: str | None = None) -> dict[str, Any]:
 def new_key(org: str = "acme-org") -> str:
     from ctxstore.config import Settings
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.keys import KeyService
+    from ctxstore.services.access.keys import KeyService
 
     return KeyService(build_aws(Settings())).create(org)
 

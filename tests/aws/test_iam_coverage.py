@@ -486,6 +486,8 @@ def flow_main(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     ask = {"database": "acme", "query": "lighthouse keeper", "max_results": 5}
     _ok(stack.http("api_query", "POST", "/query", ask), 200)
     _ok(stack.http("api_query", "POST", "/query", {**ask, "graph_context": True}), 200)
+    said = {"request_id": "9d13aef4-02f4-4e73-8c62-4c2601d04f9d", "feedback": "found it", "database": "acme"}
+    _ok(stack.http("api_query", "POST", "/feedback", said), 201)
     _ok(stack.http("api_graphs", "GET", "/context/relations", query="database=acme&id=d1"), 200)
     _ok(stack.http("api_graphs", "GET", "/context/subgraph", query="database=acme&id=d1"), 200, 404)
     _ok(stack.http("api_graphs", "GET", "/context/d1/subgraph", query="database=acme"), 200, 404)
@@ -511,7 +513,7 @@ def _state_machine_functions(dep: Deployment) -> list[str]:
 
 def _webhook(stack: Stack, svc: Any) -> None:
     """A webhook of the org, so that status changes emit deliveries onto the queue (nothing delivers them here)."""
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
 
     key = stack.new_key()
     svc.webhooks.register(Principal(ORG, key.split("_")[1]), "http://127.0.0.1:9/hook", None, None, False)
@@ -520,7 +522,7 @@ def _webhook(stack: Stack, svc: Any) -> None:
 def flow_uploads_and_console(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file sent by reference (grant, presigned POST, ingest), and the console's pages and upload path."""
     svc = stack.setup_services()
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
 
     _webhook(stack, svc)
     svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")
@@ -585,7 +587,7 @@ def flow_connectors(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
         first = slack.post("C0123456789", "Alice deployed the billing service", at=time.time() - 86400)
         key = stack.key_for("api_connectors")
         svc = stack.setup_services()
-        from ctxstore.services.principal import Principal
+        from ctxstore.services.access.principal import Principal
 
         _webhook(stack, svc)
         svc.databases.create(Principal(ORG, "test"), "acme", None, "database_metadata_schema")

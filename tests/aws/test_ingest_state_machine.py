@@ -160,7 +160,7 @@ def _multipart_event(key: str, fields: dict[str, str], files: list[tuple[str, by
 def _ready_database(org: str, name: str) -> None:
     from ctxstore.config import Settings
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.principal import Principal
+    from ctxstore.services.access.principal import Principal
     from ctxstore.services.registry import build_services
 
     svc = build_services(build_aws(Settings()))

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from ctxstore.adapters.aws.neptune_dialect import check, inline_skip_limit
-from ctxstore.services.entity_graph import REL_VISIBLE
-from ctxstore.services.item_graph import NEIGHBOURS, NODE_VISIBLE, REACHES_BEYOND
+from ctxstore.services.graphs.entity_graph import REL_VISIBLE
+from ctxstore.services.graphs.item_graph import NEIGHBOURS, NODE_VISIBLE, REACHES_BEYOND
 
 
 @pytest.mark.parametrize(

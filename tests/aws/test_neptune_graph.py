@@ -475,8 +475,8 @@ def test_byog_on_neptune_refuses_unsupported_cypher_with_the_reason(local: Local
 
 def test_re_sent_writes_leave_one_edge_on_falkordb_too(tmp_path: Path) -> None:
     """The same services on the local engine, every write sent twice: one REL edge per relation, one link."""
-    from ctxstore.services.entity_graph import EntityGraph, EntityRow, ItemAccess, RelationRow
-    from ctxstore.services.item_graph import ItemGraph, SourceProps
+    from ctxstore.services.graphs.entity_graph import EntityGraph, EntityRow, ItemAccess, RelationRow
+    from ctxstore.services.graphs.item_graph import ItemGraph, SourceProps
 
     la = make_app(tmp_path / "data")
     try:

@@ -169,14 +169,14 @@ threading.Thread(target=server.serve_forever, daemon=True).start()
 base = f"http://127.0.0.1:{server.server_port}"
 
 from ctxstore.ports.connector_provider import ProviderContext
-from ctxstore.connectors.gmail_client import GmailSession
-from ctxstore.connectors.github_client import GitHubSession
+from ctxstore.connectors.gmail.client import GmailSession
+from ctxstore.connectors.github.client import GitHubSession
 
 ctx = ProviderContext(credentials={"access_token": "t"}, auth_type="oauth", base_url=base)
 out = {"gmail": GmailSession(ctx).api.users().messages().list(userId="me").execute()["path"]}
 with GitHubSession(ctx) as gh:
     out["github"] = gh._gh.request("GET", "/user").json()["path"]
-import ctxstore.connectors.slack, ctxstore.connectors.notion_session, ctxstore.connectors.linear_client
+import ctxstore.connectors.slack.provider, ctxstore.connectors.notion.session, ctxstore.connectors.linear.client
 absent = []
 for name in ("grpc", "opensearch", "githubkit_schemas.latest", "setuptools"):
     try:

@@ -289,8 +289,9 @@ def test_search_collection_and_graph_store() -> None:
 
 
 def test_query_function_reads_only() -> None:
-    """POST /query writes nothing but the key's last_used_at (authentication): records read and that update, the
-    collection, the embedding model, graph reads. tests/aws/test_iam_coverage.py proves it is all it calls."""
+    """POST /query writes nothing but the key's last_used_at (authentication; POST /feedback adds its record):
+    records read and that update, the collection, the embedding model, graph reads. tests/aws/test_iam_coverage.py
+    proves it is all it calls."""
     props = _functions()["ApiQueryFunction"]["Properties"]
     policies = _policies(_functions()["ApiQueryFunction"])
     always = [p for cond, p in policies if cond is None]
@@ -308,7 +309,8 @@ def test_query_function_reads_only() -> None:
     graph = [st["Action"] for cond, p in policies if cond == "HasGraph" for st in p["Statement"]]
     assert graph == [["neptune-graph:ReadDataViaQuery"]]
     assert [(e["Properties"]["Method"], e["Properties"]["Path"]) for e in props["Events"].values()] == [
-        ("POST", "/query")
+        ("POST", "/query"),
+        ("POST", "/feedback"),  # one conditional record write per submission, through the same UpdateItem
     ]
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import boto3
 import pytest
 
-from ctxstore.services.events import INDEXING_STATUS_CHANGED
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 from tests.api.test_webhooks import Receiver, receiver  # noqa: F401 (fixture)
 from tests.aws.moto_env import REGION, MotoWorld, template
 from tests.aws.test_handlers import FakeContext, aws, event, load_function  # noqa: F401 (aws: fixture)

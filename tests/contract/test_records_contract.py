@@ -12,7 +12,7 @@ import pytest
 
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.records import ConditionFailed, Delete, Put
-from ctxstore.services.item_locks import ITEM_LOCK, ItemLocks
+from ctxstore.services.items.locks import ITEM_LOCK, ItemLocks
 from tests.contract.store_factories import RECORD_STORES
 
 
@@ -166,7 +166,7 @@ def test_concurrent_version_increments_are_not_lost(store: Any) -> None:
 
 
 def test_item_lock_excludes_writers_and_frees_an_expired_lease(store: Any) -> None:
-    """services/item_locks.py rests on if_absent + expires_at: one holder at a time, a dead holder's lease ends."""
+    """services/items/locks.py rests on if_absent + expires_at: one holder at a time, a dead holder's lease ends."""
     locks = ItemLocks(store, lease_s=30)
     inside: list[int] = []
     overlaps: list[int] = []

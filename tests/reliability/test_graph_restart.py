@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxstore.domain.graph_keys import entity_id, graph_name
-from ctxstore.services.entity_graph import EXTRACTED, EntityRow, ItemAccess, RelationRow
-from ctxstore.services.item_graph import SourceProps
+from ctxstore.services.graphs.entity_graph import EXTRACTED, EntityRow, ItemAccess, RelationRow
+from ctxstore.services.graphs.item_graph import SourceProps
 from tests.support.app import make_app
 from tests.support.server import ServerProcess
 

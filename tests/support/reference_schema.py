@@ -80,3 +80,40 @@ def success_schema(method: str, path: str) -> dict[str, Any]:
     op = reference()["paths"][path][method.lower()]
     code = next(c for c in op["responses"] if c.startswith("2"))
     return dict(op["responses"][code]["content"]["application/json"]["schema"])
+
+
+def _ref_name(schema: dict[str, Any]) -> str:
+    return str(schema["$ref"]).rsplit("/", 1)[-1] if "$ref" in schema else ""
+
+
+def missing_fields(value: Any, schema: dict[str, Any], path: str = "$", owner: str = "") -> list[tuple[str, str]]:
+    """(schema name, path) of every field the reference names and the answer lacks, at any depth.
+
+    The strict half of the check: a field ctxstore renamed or nested elsewhere is missing where the generated
+    client reads it. Arrays are checked item by item (the first 20); a null value counts as present.
+    """
+    while "$ref" in schema:
+        owner = _ref_name(schema)
+        schema = reference()["components"]["schemas"][owner]
+    if value is None:
+        return []
+    for key in ("allOf", "anyOf", "oneOf"):
+        if key in schema:
+            options = [missing_fields(value, s, path, owner) for s in schema[key]]
+            if key == "allOf":
+                return [m for o in options for m in o]
+            return [] if any(not o for o in options) else options[0]
+    out: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        props = dict(schema.get("properties") or {})
+        if "inner" in props and "inner" not in value:
+            out += missing_fields(value, props.pop("inner"), path, owner)
+        for name, sub in props.items():
+            if name in value:
+                out += missing_fields(value[name], sub, f"{path}.{name}", owner)
+            else:
+                out.append((owner, f"{path}.{name}"))
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, v in enumerate(value[:20]):
+            out += missing_fields(v, schema["items"], f"{path}[{i}]", owner)
+    return out

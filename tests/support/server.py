@@ -22,14 +22,18 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, *extra_args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
+        program: list[str] | None = None,  # default: this interpreter's ctxstore; e.g. an installed wheel's script
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         cmd = [
-            sys.executable,
-            "-m",
-            "ctxstore.cli",
+            *(program or [sys.executable, "-m", "ctxstore.cli"]),
             "serve",
             "--data-dir",
             str(data_dir),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxstore.services.cypher_cost import MAX_PARSE_COST, parse_cost
-from ctxstore.services.cypher_lexer import Kind, LexError, tokenize
-from ctxstore.services.cypher_screen import QueryRejected, screen
+from ctxstore.services.byog.cypher_cost import MAX_PARSE_COST, parse_cost
+from ctxstore.services.byog.cypher_lexer import Kind, LexError, tokenize
+from ctxstore.services.byog.cypher_screen import QueryRejected, screen
 
 
 def test_lexer_strings_escapes_backticks_comments_params() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.services.keys import key_name
+from ctxstore.services.access.keys import key_name
 
 
 def test_a_name_is_trimmed_and_may_be_empty() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ctxstore.connectors.github import build_provider
-from ctxstore.connectors.github_mapping import find_references, map_issue_comment
-from ctxstore.connectors.github_sync import OVERLAP_S, PER_PAGE, iso
+from ctxstore.connectors.github.mapping import find_references, map_issue_comment
+from ctxstore.connectors.github.provider import build_provider
+from ctxstore.connectors.github.sync import OVERLAP_S, PER_PAGE, iso
 from ctxstore.ports.connector_provider import (
     Checkpoint,
     ConnectorProvider,
@@ -605,7 +605,7 @@ def test_an_unknown_checkpoint_restarts_from_start(
 
 def test_the_catalogue_does_not_import_the_sdk() -> None:
     code = (
-        "import sys, ctxstore.connectors.github as g; p = g.build_provider(); "
+        "import sys, ctxstore.connectors.github.provider as g; p = g.build_provider(); "
         "p.validate_credentials('api_token', {'api_token': 'x'}); assert p.info.provider == 'github'; "
         "assert 'githubkit' not in sys.modules, 'githubkit imported'"
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ctxstore.connectors.gmail import build_provider
+from ctxstore.connectors.gmail.provider import build_provider
 from ctxstore.ports.connector_provider import (
     AccountInfo,
     Checkpoint,
@@ -358,7 +358,7 @@ def test_validate_credentials(provider: ConnectorProvider) -> None:
 
 def test_the_catalogue_does_not_import_the_google_clients() -> None:
     code = (
-        "import sys, ctxstore.connectors.gmail as g; p = g.build_provider(); "
+        "import sys, ctxstore.connectors.gmail.provider as g; p = g.build_provider(); "
         "p.validate_credentials('oauth', {'access_token': 'a', 'refresh_token': 'b', 'client_id': 'c',"
         " 'client_secret': 'd'}); print(sorted(m for m in sys.modules if m.startswith(('googleapicl', 'httplib2'))))"
     )

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from graphql import build_schema, parse, validate
 
-from ctxstore.connectors import linear as linear_module
-from ctxstore.connectors import linear_sync
-from ctxstore.connectors.linear import build_provider
-from ctxstore.connectors.linear_info import authorization
-from ctxstore.connectors.linear_mapping import comment_native_id, issue_native_id
-from ctxstore.connectors.linear_sync import OVERLAP_S, iso_ms
+from ctxstore.connectors.linear import provider as linear_module
+from ctxstore.connectors.linear import sync as linear_sync
+from ctxstore.connectors.linear.info import authorization
+from ctxstore.connectors.linear.mapping import comment_native_id, issue_native_id
+from ctxstore.connectors.linear.provider import build_provider
+from ctxstore.connectors.linear.sync import OVERLAP_S, iso_ms
 from ctxstore.ports.connector_provider import (
     Checkpoint,
     ConnectorProvider,
@@ -471,7 +471,7 @@ def test_credential_schema_matches_validation(provider: ConnectorProvider) -> No
 def test_an_unreadable_node_is_a_per_object_failure(
     fake: FakeLinear, seeded: Seeded, harness: ContextRecorder, provider: ConnectorProvider
 ) -> None:
-    from ctxstore.connectors.linear_mapping import map_comment, map_issue
+    from ctxstore.connectors.linear.mapping import map_comment, map_issue
 
     assert isinstance(map_issue({"id": "x"}), ObjectFailure)  # no identifier
     failure = map_comment({"id": "y", "issue": None})

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ctxstore.connectors.notion import build_provider
-from ctxstore.connectors.notion_sync import OVERLAP_S, PAGES_PER_CHECKPOINT
+from ctxstore.connectors.notion.provider import build_provider
+from ctxstore.connectors.notion.sync import OVERLAP_S, PAGES_PER_CHECKPOINT
 from ctxstore.ports.connector_provider import (
     Checkpoint,
     ConnectorProvider,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ctxstore.connectors import slack as slack_module
-from ctxstore.connectors.slack import THREAD_WINDOW_S, SlackProvider
+from ctxstore.connectors.slack import provider as slack_module
+from ctxstore.connectors.slack.provider import THREAD_WINDOW_S, SlackProvider
 from ctxstore.ports.connector_provider import (
     Checkpoint,
     CredentialsRejected,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from starlette.datastructures import FormData
 
-from ctxstore.connectors.github_info import CREDENTIAL_SCHEMA as GITHUB
-from ctxstore.connectors.slack_info import CREDENTIAL_SCHEMA as SLACK
+from ctxstore.connectors.github.info import CREDENTIAL_SCHEMA as GITHUB
+from ctxstore.connectors.slack.info import CREDENTIAL_SCHEMA as SLACK
 from ctxstore.console.connector_forms import (
     configure_body,
     credential_fields,

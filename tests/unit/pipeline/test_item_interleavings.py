@@ -19,7 +19,7 @@ import pytest
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.ports.search_index import ChunkDoc
-from ctxstore.services.items import ItemRef
+from ctxstore.services.items.service import ItemRef
 from tests.support.app import LocalApp
 from tests.unit.pipeline.conftest import DB
 from tests.unit.pipeline.conftest import org_of as _org
@@ -177,7 +177,7 @@ def test_a_job_claimed_before_its_record_is_written_waits_for_the_accept(app: Lo
     """A worker woken by the enqueue can claim the job while the accept (holding the item's lock) has not
     written the record yet: the first attempt waits for that lock instead of failing into a retry."""
     from ctxstore.ports.records import Put
-    from ctxstore.services.items import ITEM, new_version
+    from ctxstore.services.items.service import ITEM, new_version
 
     org = _org(app)
     _accept(app, "the first version of the note")

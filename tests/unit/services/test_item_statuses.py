@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxstore.services.items import GRAPH_CREATION, QUEUED, ItemRef, StatusChange
+from ctxstore.services.items.service import GRAPH_CREATION, QUEUED, ItemRef, StatusChange
 from tests.support.app import LocalApp, make_app
 
 DB = "d"

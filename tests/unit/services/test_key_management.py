@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.services.keys import LAST_USED_RESOLUTION_S, KeyService
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.keys import LAST_USED_RESOLUTION_S, KeyService
+from ctxstore.services.access.principal import Principal
 from tests.support.app import LocalApp, make_app
 
 

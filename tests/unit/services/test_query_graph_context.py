@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ctxstore.retrieval.graph_context import GraphContextRequest
-from ctxstore.services.principal import Principal
-from ctxstore.services.query import QueryService
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.query.service import QueryService
 from tests.support.app import LocalApp, make_app
 
 

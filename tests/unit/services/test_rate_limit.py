@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxstore.domain.errors import ApiError
-from ctxstore.services.rate_limit import RateLimiter
+from ctxstore.services.access.rate_limit import RateLimiter
 
 
 def test_bucket_refills_over_time() -> None:

@@ -14,20 +14,20 @@ from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
 from ctxstore.adapters.local.system_clock import SystemClock
 from ctxstore.config import WebhookSettings
 from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.network_policy import address_refusal
 from ctxstore.pipeline.jobs import webhook_retry
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
-from ctxstore.services.events import INDEXING_STATUS_CHANGED
-from ctxstore.services.principal import Principal
-from ctxstore.services.webhooks import (
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.webhooks.rules import (
     WEBHOOK_QUEUE,
     TargetRefused,
-    WebhookService,
-    address_refusal,
     check_secret,
     generate_secret,
     parse_url,
     signed_headers,
 )
+from ctxstore.services.webhooks.service import WebhookService
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ EPILOG = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in exi
 MODULES: dict[str, tuple[str, ...]] = {
     "ctxstore.cli.serve": ("serve",),
     "ctxstore.cli.keys": ("keys",),
+    "ctxstore.cli.backup": ("backup", "restore"),
     "ctxstore.commands.account": ("login", "logout", "config"),
     "ctxstore.commands.context_cmds": ("query", "status", "list", "inspect", "delete", "relations", "subgraph"),
     "ctxstore.commands.ingest_cmd": ("ingest",),

@@ -17,7 +17,7 @@ import typer
 from ctxstore.cli.serve import DataDirOpt, server_settings
 
 if TYPE_CHECKING:
-    from ctxstore.services.keys import KeyService
+    from ctxstore.services.access.keys import KeyService
 
 
 def _when(ts: float | None) -> str:

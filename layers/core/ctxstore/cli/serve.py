@@ -60,6 +60,18 @@ def _lock_data_dir(data_dir: Path) -> IO[str]:
     return fh
 
 
+def _warn_missing_optional_parts() -> None:
+    """Optional system programs the server degrades without: say so at start, not at the first failing item."""
+    from ctxstore.parsing.image_ocr import OCR_UNAVAILABLE, ocr_available
+
+    if not ocr_available():
+        logging.getLogger("ctxstore").warning(
+            "OCR unavailable: tesseract is not installed (apt install tesseract-ocr); images and scanned PDF pages "
+            "will end errored with %s",
+            OCR_UNAVAILABLE,
+        )
+
+
 def run_server(settings: Settings) -> int:
     import uvicorn
 
@@ -68,12 +80,18 @@ def run_server(settings: Settings) -> int:
     from ctxstore.pipeline.jobs import connector_spec, queue_specs
     from ctxstore.pipeline.local_runner import LocalRunner
     from ctxstore.runtime import build_container
-    from ctxstore.runtime.local import local_work_signal, recover_local
+    from ctxstore.runtime.local import DataDirTooNew, local_work_signal, recover_local
     from ctxstore.services.registry import build_services
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _warn_missing_optional_parts()
     lock = _lock_data_dir(settings.data_dir)
-    container = build_container(settings)
+    try:
+        container = build_container(settings)
+    except DataDirTooNew as exc:  # a newer release's data dir: say which versions, open nothing
+        print(f"ctxstore: {exc}", file=sys.stderr)
+        lock.close()
+        raise typer.Exit(1) from None
     services = build_services(container)
     first_key = services.keys.bootstrap_default()
     if first_key:
@@ -139,7 +157,14 @@ def register(app: typer.Typer) -> None:
                 "--allow-private-webhooks", help="Let webhooks reach loopback/private addresses (tests, local hooks)."
             ),
         ] = False,
+        backup_dir: Annotated[
+            str | None, typer.Option(help="On SIGUSR1, back up the data dir into a new folder in this directory.")
+        ] = None,
     ) -> None:
         """Run the API, MCP endpoint, workers and scheduler on the embedded backends."""
         settings = server_settings(data_dir, host=host, port=port, allow_private_webhooks=allow_private_webhooks)
+        if backup_dir:
+            from ctxstore.cli.backup import backup_on_signal
+
+            backup_on_signal(settings.data_dir, Path(backup_dir))
         raise typer.Exit(run_server(settings))

@@ -18,7 +18,9 @@ class WebhooksApi:
         self._t = transport
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        out: dict[str, Any] = self._t.request(method, BASE + path, envelope=False, **kwargs)
+        # The webhook object: the envelope's `data` (a server before issue 25 answered the object bare, which the
+        # transport passes through as it is).
+        out: dict[str, Any] = self._t.request(method, BASE + path, envelope=True, **kwargs)
         return out
 
     def register(

@@ -8,7 +8,11 @@ from ctxstore.ports.connector_provider import ConnectorProvider
 def build_providers(enabled: set[str] | None = None) -> dict[str, ConnectorProvider]:
     """Every provider, or those named in ``enabled`` (an unknown name is a configuration error)."""
     # github and gmail import their SDKs only when a call is made, so registering them costs nothing at start-up.
-    from ctxstore.connectors import github, gmail, linear, notion, slack
+    from ctxstore.connectors.github import provider as github
+    from ctxstore.connectors.gmail import provider as gmail
+    from ctxstore.connectors.linear import provider as linear
+    from ctxstore.connectors.notion import provider as notion
+    from ctxstore.connectors.slack import provider as slack
 
     providers: list[ConnectorProvider] = [
         slack.build_provider(),

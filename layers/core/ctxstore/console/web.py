@@ -21,7 +21,7 @@ from ctxstore.console.form_tokens import OneTimeForms
 from ctxstore.console.sessions import Session, SessionStore, same_token
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import get_context
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
 
 HERE = Path(__file__).parent

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.types import Scope
 
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 
 DEPRECATED_SINCE = "2.0.0"
 
@@ -23,6 +23,7 @@ class RequestContext:
     legacy_route: bool = False
     route_family: str = "core"  # core | byog | webhooks | public
     principal: Principal | None = None
+    route: tuple[str, str] | None = None  # (method, route template), set once the router matched
 
     def deprecate(self, message: str, deprecated_field: str | None = None, preferred_field: str | None = None) -> None:
         entry: dict[str, Any] = {"deprecated": True, "message": message, "deprecated_since": DEPRECATED_SINCE}

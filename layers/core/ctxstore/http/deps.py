@@ -12,12 +12,16 @@ from fastapi import Depends, Request
 
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import RequestContext, get_context
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
 
 
 async def context(request: Request) -> RequestContext:
-    return get_context(request.scope)
+    ctx = get_context(request.scope)
+    route = request.scope.get("route")
+    if route is not None and ctx.route is None:  # the envelope's shape depends on it (http/reference_shape.py)
+        ctx.route = (request.method, str(getattr(route, "path", "")))
+    return ctx
 
 
 async def principal(request: Request) -> Principal:

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from ctxstore import API_VERSION
+from ctxstore.http import reference_shape
 from ctxstore.http.context import RequestContext
 
 
@@ -30,10 +31,10 @@ def meta(ctx: RequestContext) -> dict[str, Any]:
 
 
 def ok(ctx: RequestContext, data: Any, status: int = 200) -> JSONResponse:
-    return JSONResponse(
-        {"success": True, "data": data, "error": None, "meta": meta(ctx)},
-        status_code=status,
-    )
+    body: dict[str, Any] = {"success": True, "data": data, "error": None, "meta": meta(ctx)}
+    if reference_shape.answers_bare(ctx.route):
+        body = reference_shape.both_readers(body)
+    return JSONResponse(body, status_code=status)
 
 
 def failure_body(ctx: RequestContext, code: str, message: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from starlette.routing import Route
 from ctxstore.http.context import get_context
 from ctxstore.mcp.http_app import PATH, McpEndpoint
 from ctxstore.mcp.settings import McpSettings
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
 
 

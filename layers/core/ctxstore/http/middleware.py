@@ -24,8 +24,8 @@ from ctxstore.http.admission import Admission, Refused
 from ctxstore.http.aliases import normalize_pairs
 from ctxstore.http.context import RequestContext, get_context, route_family
 from ctxstore.http.envelope import failure_body
-from ctxstore.services.keys import KeyService
-from ctxstore.services.rate_limit import RateLimiter
+from ctxstore.services.access.keys import KeyService
+from ctxstore.services.access.rate_limit import RateLimiter
 
 log = logging.getLogger("ctxstore.http")
 

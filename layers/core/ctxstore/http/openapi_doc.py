@@ -7,8 +7,8 @@ This module rewrites each operation's responses after FastAPI has built the docu
 
 * success: the envelope `{success, data, error, meta}` whose `data` is the reference OpenAPI's
   schema for the same route where it has one (reference_shapes.json: its component schemas without
-  prose, under the `ref.` prefix, made by `extract_shapes`); webhook routes answer the reference's
-  object without an envelope;
+  prose, under the `ref.` prefix, made by `extract_shapes`); on the routes where the reference answers a bare
+  object (http/reference_shape.py) the envelope AND that object: `allOf` of the two;
 * failures: the failure envelope for each status the route can answer (authentication, scope,
   limits, storage and the route's own rules; connector routes add 409 and 502);
 * request bodies of `/context/ingest`, `/context/uploads` and `POST /blobs/{token}`.
@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+
+from ctxstore.http import reference_shape
 
 _PARAM = re.compile(r"\{[^}]+\}")
 _PROSE = frozenset({"description", "example", "examples", "summary", "title"})
@@ -136,8 +138,8 @@ def _strip(node: Any) -> Any:
 
 
 def extract_shapes(reference: dict[str, Any]) -> dict[str, Any]:
-    """From the reference OpenAPI: each route's success `data` schema (and whether it is enveloped), and the
-    component schemas they use, without prose. The result is committed as reference_shapes.json, so the
+    """From the reference OpenAPI: each route's success `data` schema (the bare object where it has no envelope),
+    and the component schemas they use, without prose. The result is committed as reference_shapes.json, so the
     server needs no copy of the reference at run time; a test keeps the two in sync."""
     components = reference.get("components", {}).get("schemas", {})
     schemas: dict[str, Any] = {}
@@ -164,11 +166,7 @@ def extract_shapes(reference: dict[str, Any]) -> dict[str, Any]:
                 continue
             if "$ref" in data:
                 copy_component(data["$ref"].rsplit("/", 1)[-1])
-            # The spec: webhook management routes answer their object without the envelope.
-            routes[f"{method} {_PARAM.sub('{}', path)}"] = {
-                "data": _strip(copy.deepcopy(data)),
-                "enveloped": not path.startswith("/webhooks/"),
-            }
+            routes[f"{method} {_PARAM.sub('{}', path)}"] = {"data": _strip(copy.deepcopy(data))}
     return {"routes": dict(sorted(routes.items())), "schemas": dict(sorted(schemas.items()))}
 
 
@@ -177,15 +175,15 @@ def _shapes() -> dict[str, Any]:
     return dict(json.loads(SHAPES_FILE.read_text()))
 
 
-def _reference_data_schema(method: str, path: str, schemas: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """(schema of `data`, whether the route answers inside the envelope) from the reference, or ({}, True)."""
+def _reference_data_schema(method: str, path: str, schemas: dict[str, Any]) -> dict[str, Any]:
+    """The schema of `data` from the reference, or {}."""
     shapes = _shapes()
     route = shapes["routes"].get(f"{method} {_PARAM.sub('{}', path)}")
     if route is None:
-        return {}, True
+        return {}
     for ref in re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(route["data"])):
         _add_schema(ref, shapes["schemas"], schemas)
-    return copy.deepcopy(route["data"]), bool(route["enveloped"])
+    return copy.deepcopy(route["data"])
 
 
 def _add_schema(name: str, source: dict[str, Any], into: dict[str, Any]) -> None:
@@ -242,8 +240,11 @@ def _rewrite(doc: dict[str, Any]) -> dict[str, Any]:
             elif method == "get" and path == "/blobs/{token}":
                 content = {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
             else:
-                data, enveloped = _reference_data_schema(method, path, schemas)
-                content = {"application/json": {"schema": _envelope(data) if enveloped else data}}
+                data = _reference_data_schema(method, path, schemas)
+                schema = _envelope(data)
+                if reference_shape.answers_bare((method.upper(), path)):
+                    schema = {"allOf": [schema, data]}
+                content = {"application/json": {"schema": schema}}
             new: dict[str, Any] = {
                 success: {"description": "Success", **({} if success == "204" else {"content": content})}
             }

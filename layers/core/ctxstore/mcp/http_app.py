@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from ctxstore.mcp.backend import ContextBackend, Defaults, ToolFailure
 from ctxstore.mcp.service_backend import ServiceBackend
 from ctxstore.mcp.settings import McpSettings
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only a server that starts /mcp loads it (in `running`)

@@ -13,9 +13,9 @@ from ctxstore.domain.ingest_request import Upload, parse_ingest
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.mcp.backend import Scope, ToolFailure, not_found_status
 from ctxstore.parsing.formats import classify
-from ctxstore.services.byog import ByogService
-from ctxstore.services.graphs import GraphService
-from ctxstore.services.principal import Principal
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.byog.service import ByogService
+from ctxstore.services.graphs.service import GraphService
 from ctxstore.services.registry import Services
 
 T = TypeVar("T")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from typing import Any
 
 import pytesseract
@@ -17,6 +18,10 @@ from .model import MAX_IMAGE_PIXELS, MAX_OCR_PAGES, Budget, ParsedDocument, Pars
 
 # Tesseract's OpenMP threads fight each other on small machines; one thread per call is fastest here.
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+
+# Item error code of an image (or scanned PDF page) on a server without tesseract: an installation matter, not a
+# bad file (E3001), and `serve` says so at start (ocr_available).
+OCR_UNAVAILABLE = "E3002"
 
 _MIN_WIDTH = 1200  # small scans are upscaled: tesseract wants ~20-30 px glyphs
 _MAX_SIDE = 4000  # larger pages are downscaled to bound OCR time
@@ -52,6 +57,11 @@ def _prepare(frame: Image.Image) -> Image.Image:
     return img
 
 
+def ocr_available() -> bool:
+    """Whether the tesseract program pytesseract runs can be found."""
+    return shutil.which(pytesseract.pytesseract.tesseract_cmd) is not None
+
+
 def ocr_image(img: Image.Image, budget: Budget) -> str:
     remaining = budget.remaining()
     if remaining <= 1:
@@ -59,7 +69,10 @@ def ocr_image(img: Image.Image, budget: Budget) -> str:
     try:
         text = pytesseract.image_to_string(_prepare(img), lang="eng", timeout=remaining)
     except pytesseract.TesseractNotFoundError as exc:
-        raise ParseError("OCR engine (tesseract) is not installed") from exc
+        raise ParseError(
+            "OCR is unavailable on this server (tesseract is not installed): images and scanned pages cannot be read",
+            code=OCR_UNAVAILABLE,
+        ) from exc
     except RuntimeError as exc:  # pytesseract reports its timeout as RuntimeError
         raise ParseError(f"OCR failed: {exc}") from exc
     lines = [" ".join(line.split()) for line in str(text).splitlines()]

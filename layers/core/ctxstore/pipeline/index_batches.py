@@ -19,7 +19,7 @@ from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.ports.work_queue import Job
-from ctxstore.services.items import ItemRef
+from ctxstore.services.items.service import ItemRef
 
 log = logging.getLogger("ctxstore.ingest")
 

@@ -29,8 +29,8 @@ from ctxstore.ports.blobs import BlobNotFound
 from ctxstore.ports.search_index import ChunkDoc, ItemKey
 from ctxstore.ports.work_queue import Job
 from ctxstore.services.container import Container
-from ctxstore.services.item_locks import STEP_WAIT_SECONDS
-from ctxstore.services.items import (
+from ctxstore.services.items.locks import STEP_WAIT_SECONDS
+from ctxstore.services.items.service import (
     COMPLETED,
     ERRORED,
     GRAPH_CREATION,

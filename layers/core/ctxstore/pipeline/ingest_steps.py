@@ -32,7 +32,7 @@ from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.pipeline.search_visibility import SearchVisibility
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
 from ctxstore.ports.search_index import ChunkDoc, ItemKey, SearchIndex
-from ctxstore.services.items import ItemRef
+from ctxstore.services.items.service import ItemRef
 from ctxstore.services.registry import Services
 
 CONTINUE = {"outcome": "continue"}

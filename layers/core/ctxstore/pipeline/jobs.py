@@ -14,9 +14,10 @@ from ctxstore.ports.workflow import INGEST_QUEUE, WorkflowStarter
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
 from ctxstore.services.databases import PROVISION_QUEUE
-from ctxstore.services.items import ItemRef
+from ctxstore.services.items.service import ItemRef
 from ctxstore.services.registry import Services
-from ctxstore.services.webhooks import WEBHOOK_QUEUE, WebhookService
+from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
+from ctxstore.services.webhooks.service import WebhookService
 
 # The same numbers as the Retry blocks of statemachines/ingest.asl.json (the E6001 path); tests/aws checks it.
 # max_attempts counts attempts; the ASL's MaxAttempts counts retries (max_attempts - 1).

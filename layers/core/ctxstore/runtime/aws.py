@@ -84,7 +84,7 @@ def _queue(s: Settings) -> WorkQueue:
     queue: WorkQueue = DynamoDbWorkQueue(s.aws.jobs_table)
     if s.aws.webhook_queue_url:  # deliveries fan out on SQS (functions/webhook_dispatch), the rest stays
         from ctxstore.adapters.aws.sqs_queue import SqsRoutedWorkQueue
-        from ctxstore.services.webhooks import WEBHOOK_QUEUE
+        from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
 
         queue = SqsRoutedWorkQueue(queue, {WEBHOOK_QUEUE: s.aws.webhook_queue_url})
     return queue

@@ -3,11 +3,16 @@ search index, files for blobs, the embedding model in process, embedded FalkorDB
 
 from __future__ import annotations
 
+import logging
+
+from ctxstore.adapters.local.data_dir_format import DataDirTooNew, open_data_dir
 from ctxstore.config import Settings
 from ctxstore.ports.work_queue import WorkSignal
 from ctxstore.runtime.capabilities import capabilities_of
 from ctxstore.runtime.common_ports import build_extractor, connector_providers, webhook_sender
 from ctxstore.services.container import Container
+
+__all__ = ["DataDirTooNew", "build_local", "local_work_signal", "recover_local"]
 
 
 def build_local(settings: Settings) -> Container:
@@ -20,7 +25,9 @@ def build_local(settings: Settings) -> Container:
     from ctxstore.adapters.local.system_clock import SystemClock
 
     data = settings.data_dir
-    data.mkdir(parents=True, exist_ok=True)
+    migrated = open_data_dir(data)  # refuses a newer release's data dir before anything opens it
+    if migrated:
+        logging.getLogger("ctxstore").info("data dir %s migrated to format %s", data, migrated[-1])
     db = SqliteDb(data / "records.db", busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     c = Container(
         records=SqliteRecordStore(db),

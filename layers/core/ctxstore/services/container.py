@@ -22,7 +22,7 @@ from ctxstore.ports.scheduler import Scheduler
 from ctxstore.ports.search_index import SearchIndex
 from ctxstore.ports.work_queue import WorkQueue
 from ctxstore.ports.workflow import WorkflowStarter
-from ctxstore.services.events import EventSink, NullSink
+from ctxstore.services.webhooks.events import EventSink, NullSink
 
 T = TypeVar("T")
 

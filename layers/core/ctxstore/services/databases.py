@@ -10,9 +10,9 @@ from ctxstore.domain.errors import ApiError, ErrorCode, database_not_found
 from ctxstore.domain.scopes import DEFAULT_COLLECTION, validate_collection_name, validate_database_name
 from ctxstore.ports.records import ConditionFailed, Delete, Put, Record
 from ctxstore.services import record_kinds as rk
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
-from ctxstore.services.items import GRAPH_PAYLOAD, ITEM
-from ctxstore.services.principal import Principal
+from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM
 
 PROVISION_QUEUE = "databases"
 READY = "ready"

@@ -18,6 +18,7 @@ CONNECTOR_SCOPE = "connector_scope"  # org: pk provider sk provider_account_scop
 CONNECTOR_CREDENTIALS = "connector_credentials"  # org: pk "" sk connector id; sealed by the credential vault
 CONNECTOR_RESOURCE = "connector_resource"  # org: pk connector id sk resource id (settings, checkpoint)
 CONNECTOR_OBJECT = "connector_object"  # org: pk connector id SEP resource id sk native id -> item (dedupe, deletes)
+FEEDBACK = "feedback"  # org: pk "" sk feedback id (time-ordered); POST /feedback
 
 # Staged uploads live outside every database folder (database names start with a letter or digit).
 UPLOAD_PREFIX = "_uploads/"

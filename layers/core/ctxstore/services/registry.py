@@ -11,24 +11,25 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.services.container import Container
-from ctxstore.services.items import ItemRef
+from ctxstore.services.items.service import ItemRef
 
 # Each service's module is imported when the service is first built: an API function loads only the modules its
 # routes reach (the databases function never loads retrieval and numpy, none but connectors the connector service).
 if TYPE_CHECKING:
     from ctxstore.retrieval.graph_context import GraphContextSource
-    from ctxstore.services.byog import ByogService
+    from ctxstore.services.access.keys import KeyService
+    from ctxstore.services.access.rate_limit import RateLimiter
+    from ctxstore.services.byog.service import ByogService
     from ctxstore.services.connectors import ConnectorService
     from ctxstore.services.databases import DatabaseService
-    from ctxstore.services.graphs import GraphService
-    from ctxstore.services.ingest import IngestService
-    from ctxstore.services.items import ItemService
-    from ctxstore.services.keys import KeyService
-    from ctxstore.services.query import QueryService
-    from ctxstore.services.rate_limit import RateLimiter
-    from ctxstore.services.sources import SourceService
-    from ctxstore.services.status import StatusService
-    from ctxstore.services.webhooks import WebhookService
+    from ctxstore.services.feedback import FeedbackService
+    from ctxstore.services.graphs.service import GraphService
+    from ctxstore.services.items.ingest import IngestService
+    from ctxstore.services.items.service import ItemService
+    from ctxstore.services.items.sources import SourceService
+    from ctxstore.services.items.status import StatusService
+    from ctxstore.services.query.service import QueryService
+    from ctxstore.services.webhooks.service import WebhookService
 
 
 class Services:
@@ -39,7 +40,7 @@ class Services:
 
     @cached_property
     def limiter(self) -> RateLimiter:
-        from ctxstore.services.rate_limit import RateLimiter
+        from ctxstore.services.access.rate_limit import RateLimiter
 
         o = self.container.settings.limits
         return RateLimiter(
@@ -54,13 +55,13 @@ class Services:
 
     @cached_property
     def webhooks(self) -> WebhookService:
-        from ctxstore.services.webhooks import WebhookService
+        from ctxstore.services.webhooks.service import WebhookService
 
         return WebhookService(self.container, settings=self.container.settings.webhooks)
 
     @cached_property
     def keys(self) -> KeyService:
-        from ctxstore.services.keys import KeyService
+        from ctxstore.services.access.keys import KeyService
 
         return KeyService(self.container)
 
@@ -75,13 +76,13 @@ class Services:
 
     @cached_property
     def items(self) -> ItemService:
-        from ctxstore.services.items import ItemService
+        from ctxstore.services.items.service import ItemService
 
         return ItemService(self.container, single_process=self.container.capabilities.single_process)
 
     @cached_property
     def sources(self) -> SourceService:
-        from ctxstore.services.sources import SourceService
+        from ctxstore.services.items.sources import SourceService
 
         sources = SourceService(self.container, self.databases, self.items)
         if self._has_graph:  # an item's delete or metadata change reaches both graphs
@@ -91,26 +92,26 @@ class Services:
 
     @cached_property
     def ingest(self) -> IngestService:
-        from ctxstore.services.ingest import IngestService
+        from ctxstore.services.items.ingest import IngestService
 
         return IngestService(self.container, self.databases, self.items)
 
     @cached_property
     def status(self) -> StatusService:
-        from ctxstore.services.status import StatusService
+        from ctxstore.services.items.status import StatusService
 
         return StatusService(self.databases, self.items)
 
     @cached_property
     def byog(self) -> ByogService | None:
-        from ctxstore.services.byog import ByogService
+        from ctxstore.services.byog.service import ByogService
 
         c = self.container
         return ByogService(c, c.settings.byog, hosted=c.capabilities.byog_graphs)
 
     @cached_property
     def graphs(self) -> GraphService | None:
-        from ctxstore.services.graphs import GraphService
+        from ctxstore.services.graphs.service import GraphService
 
         return GraphService(self.container, self.databases, self.items) if self._has_graph else None
 
@@ -121,9 +122,15 @@ class Services:
 
     @cached_property
     def query(self) -> QueryService | None:
-        from ctxstore.services.query import QueryService
+        from ctxstore.services.query.service import QueryService
 
         return QueryService(self.container, self.databases, self.items, graph_context=self.graphs)
+
+    @cached_property
+    def feedback(self) -> FeedbackService:
+        from ctxstore.services.feedback import FeedbackService
+
+        return FeedbackService(self.container, self.databases)
 
     @cached_property
     def connectors(self) -> ConnectorService | None:

@@ -50,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ctxstore.services.cypher_lexer import Kind, LexError, Token, tokenize
+from ctxstore.services.byog.cypher_lexer import Kind, LexError, Token, tokenize
 
 Engine = Literal["analytics", "database"]
 

@@ -16,7 +16,7 @@ What a Classic VECTORSEARCH collection allows (AWS's supported-operations table)
   the client itself never re-sends one) leaves a second copy. Each document carries the item `version`
   it was indexed for and a time-ordered `write_id`; readers keep one copy per `chunk_id` (the newest),
   `item_chunks` keeps the newest version only, the query path drops chunks whose item record is gone or
-  names another version (services/query.py), and `settle_item` (run before an item becomes completed)
+  names another version (services/query/service.py), and `settle_item` (run before an item becomes completed)
   deletes older versions and second copies once they are visible.
 
 Scores are raw: keyword = BM25 `_score` (multi_match over title^2 and text, English analyser), vector =

@@ -28,6 +28,7 @@ from typing import IO
 log = logging.getLogger("ctxstore.graph.engine")
 
 SOCKET_NAME = "falkordb.sock"
+SOCKET_FILE = "engine.socket"
 # sun_path is 108 bytes on Linux; keep a margin.
 _MAX_SOCKET_PATH = 100
 
@@ -119,6 +120,9 @@ class FalkorEngine:
                 return
             self.folder.mkdir(parents=True, exist_ok=True)
             os.chmod(self.folder, 0o700)
+            # Where to reach this engine from outside the server (`ctxstore backup`): redis rewrites its process
+            # title, so its command line does not say, and a deep data dir puts the socket in a temp folder.
+            (self.folder / SOCKET_FILE).write_text(self.socket_path)
             self._stopping.clear()
             self._kill_orphan()
             ready = threading.Event()

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ctxstore.console import snippets, web
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.services.byog import ByogService
+from ctxstore.services.byog.service import ByogService
 
 router = APIRouter()
 

@@ -11,7 +11,7 @@ from ctxstore.console import snippets, web
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.graph_keys import parse_principals
 from ctxstore.domain.scopes import validate_collection_name
-from ctxstore.services.graphs import GraphService
+from ctxstore.services.graphs.service import GraphService
 
 router = APIRouter()
 

@@ -10,7 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ctxstore.console import web
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.services.webhooks import DELIVERY_STATUSES, WebhookService
+from ctxstore.services.webhooks.rules import DELIVERY_STATUSES
+from ctxstore.services.webhooks.service import WebhookService
 
 router = APIRouter()
 

@@ -19,7 +19,7 @@ from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.http import envelope
 from ctxstore.http.context import RequestContext
 from ctxstore.http.deps import Caller, Ctx, Svc
-from ctxstore.services.byog import MAX_BODY_BYTES, ByogService
+from ctxstore.services.byog.service import MAX_BODY_BYTES, ByogService
 from ctxstore.services.registry import Services
 
 router = APIRouter(prefix="/byog", tags=["byog"])

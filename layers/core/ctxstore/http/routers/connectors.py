@@ -1,6 +1,7 @@
 """/connectors*, /connector-discovery, /connector-catalog: thin handlers over services/connectors.
 
-Every answer is in the envelope; connector objects mirror `database`/`collection` and the legacy
+Every answer is in the envelope, with `data`'s fields also at the top level where the reference answers a bare
+object (http/reference_shape.py); connector objects mirror `database`/`collection` and the legacy
 `tenant_id`/`sub_tenant_id`. Statuses: 400 INVALID_PARAMETERS (a missing or malformed field, a rule such as
 custom_instructions over 4,000 characters or sync_interval_seconds outside the provider's range),
 400 INVALID_INPUT (the provider rejected the credentials, or a resource it does not have), 401, 403
@@ -118,7 +119,15 @@ def _override(ctx: RequestContext, body: dict[str, Any], canon: str, legacy: str
 def list_providers(
     ctx: Ctx, caller: Caller, svc: Svc, id: str | None = Query(default=None, alias="id")
 ) -> JSONResponse:
-    return envelope.ok(ctx, _svc(svc).catalogue(id or None))
+    """With `id`, that one provider's full entry (its catalogue fields too), listed like the catalogue: the
+    reference's providerListResponse either way."""
+    service = _svc(svc)
+    listed = service.catalogue(None)
+    if not id:
+        return envelope.ok(ctx, listed)
+    detail = service.catalogue(id)
+    entry = next(e for e in listed["providers"] if e["provider"] == detail["provider"])
+    return envelope.ok(ctx, {"providers": [{**entry, **detail}]})
 
 
 @router.get("/connector-catalog")

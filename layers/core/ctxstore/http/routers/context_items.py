@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
@@ -118,10 +118,28 @@ def chunks(
 
 
 @router.delete("/context")
-def delete_sources(body: DeleteBody, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+def delete_sources(
+    body: DeleteBody,
+    ctx: Ctx,
+    caller: Caller,
+    svc: Svc,
+    delete_status: str | None = Header(default=None, alias="X-HydraDB-Delete-Status"),
+) -> JSONResponse:
+    """The reference's `X-HydraDB-Delete-Status: strict` makes an id that was not there a 404; the default
+    (`legacy`) answers 200 with per-id `results` whatever happened."""
+    mode = (delete_status or "legacy").strip().lower()
+    if mode not in ("strict", "legacy"):
+        raise invalid("X-HydraDB-Delete-Status must be 'strict' or 'legacy'")
     collection = validate_collection_name(body.collection)
     echo_scope(ctx, body.database, collection)
-    return envelope.ok(ctx, svc.sources.delete(caller, body.database, collection, _store(body.type), body.ids))
+    data = svc.sources.delete(caller, body.database, collection, _store(body.type), body.ids)
+    missing = [r["id"] for r in data["results"] if not r["deleted"]]
+    if mode == "strict" and missing:
+        raise ApiError(
+            ErrorCode.SOURCE_NOT_FOUND,
+            f"{data['deleted_count']} deleted; not found in this database and collection: {', '.join(missing)}",
+        )
+    return envelope.ok(ctx, data)
 
 
 @router.patch("/context/{item_id}/metadata")

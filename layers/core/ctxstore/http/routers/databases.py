@@ -100,7 +100,10 @@ def database_stats(ctx: Ctx, caller: Caller, svc: Svc, database: str = Query()) 
 def get_metadata_schema(database: str, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
     echo_scope(ctx, database)
     fields = [f.to_json() for f in svc.databases.schema(caller, database)]
-    return envelope.ok(ctx, {"database": database, "tenant_id": database, "database_metadata_schema": fields})
+    # `fields` is the reference's name for the list; `database_metadata_schema` the name the create body uses.
+    return envelope.ok(
+        ctx, {"database": database, "tenant_id": database, "fields": fields, "database_metadata_schema": fields}
+    )
 
 
 @router.patch("/databases/{database}/metadata-schema")

@@ -10,7 +10,7 @@ from ctxstore.domain.graph_keys import parse_principals
 from ctxstore.domain.scopes import validate_collection_name
 from ctxstore.http import envelope
 from ctxstore.http.deps import Caller, Ctx, Svc, echo_scope
-from ctxstore.services.graphs import GraphService
+from ctxstore.services.graphs.service import GraphService
 from ctxstore.services.registry import Services
 
 router = APIRouter(tags=["context"])

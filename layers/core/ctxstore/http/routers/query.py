@@ -12,8 +12,11 @@ from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.http import envelope
 from ctxstore.http.deps import Caller, Ctx, Svc, echo_scope
+from ctxstore.http.routers import feedback
 
 router = APIRouter(tags=["query"])
+# Feedback is about a query: the same router (so the same function on AWS) serves it.
+router.add_api_route("/feedback", feedback.submit_feedback, methods=["POST"], status_code=201, tags=["feedback"])
 
 
 class QueryBody(BaseModel):

@@ -1,6 +1,7 @@
 """/webhooks/indexing*: the indexing webhook of the calling API key, its signing secret and deliveries.
 
-Success bodies are the reference's own objects (`webhooks.*` schemas), with no envelope.
+Success bodies serve both documents (http/reference_shape.py): the reference's envelope, whose `data` is
+its `webhooks.*` object, with that object's fields also at the top level (the spec's "own object").
 Failures keep the one failure body every route shares (the reference's `handler.ErrorResponse`):
 `{"success": false, "data": null, "error": {"code", "message"}, "meta"}`, so clients branch on
 `error.code` the same way everywhere. Statuses:
@@ -24,16 +25,15 @@ same organisation has its own (or none), and sees none of this key's deliveries.
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Body, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.http.deps import Caller, Svc
+from ctxstore.http import envelope
+from ctxstore.http.deps import Caller, Ctx, Svc
 from ctxstore.services.registry import Services
-from ctxstore.services.webhooks import WebhookService
+from ctxstore.services.webhooks.service import WebhookService
 
 router = APIRouter(tags=["webhooks"])
 
@@ -57,57 +57,56 @@ def _webhooks(svc: Services) -> WebhookService:
     return svc.webhooks
 
 
-def _json(body: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(body, status_code=status)
-
-
 @router.post("/webhooks/indexing", status_code=201)
-def register_webhook(body: WebhookRegisterBody, caller: Caller, svc: Svc) -> JSONResponse:
+def register_webhook(body: WebhookRegisterBody, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
     out = _webhooks(svc).register(caller, body.url, body.event_types, body.signing_secret, body.generate_signing_secret)
-    return _json(out, 201)
+    return envelope.ok(ctx, out, status=201)
 
 
 @router.get("/webhooks/indexing")
-def get_webhook(caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).get(caller))
+def get_webhook(ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).get(caller))
 
 
 @router.delete("/webhooks/indexing")
-def delete_webhook(caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).delete(caller))
+def delete_webhook(ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).delete(caller))
 
 
 @router.post("/webhooks/indexing/signing-secret")
-def set_signing_secret(caller: Caller, svc: Svc, body: SigningSecretBody | None = Body(default=None)) -> JSONResponse:
-    return _json(_webhooks(svc).set_secret(caller, body.signing_secret if body else None))
+def set_signing_secret(
+    ctx: Ctx, caller: Caller, svc: Svc, body: SigningSecretBody | None = Body(default=None)
+) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).set_secret(caller, body.signing_secret if body else None))
 
 
 @router.delete("/webhooks/indexing/signing-secret")
-def clear_signing_secret(caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).clear_secret(caller))
+def clear_signing_secret(ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).clear_secret(caller))
 
 
 @router.get("/webhooks/indexing/deliveries")
 def list_deliveries(
+    ctx: Ctx,
     caller: Caller,
     svc: Svc,
     limit: int | None = Query(default=None),
     cursor: str | None = Query(default=None),
     status: str | None = Query(default=None),
 ) -> JSONResponse:
-    return _json(_webhooks(svc).list_deliveries(caller, limit, cursor or None, status or None))
+    return envelope.ok(ctx, _webhooks(svc).list_deliveries(caller, limit, cursor or None, status or None))
 
 
 @router.get("/webhooks/indexing/deliveries/{delivery_id}")
-def get_delivery(delivery_id: str, caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).get_delivery(caller, delivery_id))
+def get_delivery(delivery_id: str, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).get_delivery(caller, delivery_id))
 
 
 @router.post("/webhooks/indexing/deliveries/{delivery_id}/retry")
-def retry_delivery(delivery_id: str, caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).retry_delivery(caller, delivery_id))
+def retry_delivery(delivery_id: str, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).retry_delivery(caller, delivery_id))
 
 
 @router.post("/webhooks/indexing/test")
-def test_webhook(caller: Caller, svc: Svc) -> JSONResponse:
-    return _json(_webhooks(svc).send_test(caller))
+def test_webhook(ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
+    return envelope.ok(ctx, _webhooks(svc).send_test(caller))

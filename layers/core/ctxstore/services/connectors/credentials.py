@@ -33,7 +33,7 @@ from ctxstore.ports.credential_vault import CredentialVault
 from ctxstore.ports.records import ConditionFailed, Put, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors.store import ConnectorStore
-from ctxstore.services.item_locks import ItemLocks
+from ctxstore.services.items.locks import ItemLocks
 
 log = logging.getLogger("ctxstore.connectors")
 REFRESH_LOCK_WAIT_S = 60.0

@@ -33,11 +33,11 @@ from ctxstore.domain.ingest_request import (
 )
 from ctxstore.parsing.formats import classify
 from ctxstore.ports.connector_provider import SyncedObject
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.store import ConnectorStore
 from ctxstore.services.connectors.views import is_active
-from ctxstore.services.ingest import IngestService
-from ctxstore.services.principal import Principal
-from ctxstore.services.sources import SourceService
+from ctxstore.services.items.ingest import IngestService
+from ctxstore.services.items.sources import SourceService
 
 SYSTEM_PRINCIPAL_PREFIX = "connector:"
 

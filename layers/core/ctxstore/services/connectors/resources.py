@@ -24,9 +24,9 @@ from ctxstore.ports.connector_provider import (
     TokenExpired,
 )
 from ctxstore.services import record_kinds as rk
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.provider_errors import provider_failure
 from ctxstore.services.connectors.views import ACTIVE, INACTIVE, first_sync_done, is_active, resource_view, running
-from ctxstore.services.principal import Principal
 
 if TYPE_CHECKING:
     from ctxstore.services.connectors.service import ConnectorService

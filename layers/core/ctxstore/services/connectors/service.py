@@ -24,6 +24,7 @@ from ctxstore.ports.connector_provider import (
 from ctxstore.ports.records import ConditionFailed, Delete, Put
 from ctxstore.ports.work_queue import Job
 from ctxstore.services import record_kinds as rk
+from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.credentials import ConnectorAuth, CredentialStore
 from ctxstore.services.connectors.dispatch import Dispatcher
 from ctxstore.services.connectors.provider_errors import provider_failure
@@ -41,11 +42,10 @@ from ctxstore.services.connectors.views import (
 )
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
-from ctxstore.services.ingest import IngestService
-from ctxstore.services.item_locks import ItemLocks
-from ctxstore.services.items import TERMINAL, ItemRef, ItemService
-from ctxstore.services.principal import Principal
-from ctxstore.services.sources import SourceService
+from ctxstore.services.items.ingest import IngestService
+from ctxstore.services.items.locks import ItemLocks
+from ctxstore.services.items.service import TERMINAL, ItemRef, ItemService
+from ctxstore.services.items.sources import SourceService
 
 log = logging.getLogger("ctxstore.connectors")
 UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`

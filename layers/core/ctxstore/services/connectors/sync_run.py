@@ -42,7 +42,7 @@ from ctxstore.services.connectors.credentials import ConnectorAuth
 from ctxstore.services.connectors.dispatch import Batch, Dispatcher, Target, TargetUnavailable
 from ctxstore.services.connectors.store import ConnectorStore
 from ctxstore.services.connectors.views import ERROR, IDLE, RUNNING, first_sync_done, is_active, running
-from ctxstore.services.item_locks import BOOT_ID
+from ctxstore.services.items.locks import BOOT_ID
 
 log = logging.getLogger("ctxstore.connectors")
 MAX_FAILURES_KEPT = 10

@@ -229,7 +229,7 @@ def discover_page_view(provider: str, page: DiscoverPage, paged: bool) -> dict[s
             for r in page.resources
         ],
     }
-    if paged:
-        out["next_cursor"] = page.next_cursor
-        out["has_more"] = page.next_cursor is not None
+    # Always named (the reference's discoverResponseBody): null and false once nothing is left.
+    out["next_cursor"] = page.next_cursor if paged else None
+    out["has_more"] = paged and page.next_cursor is not None
     return out

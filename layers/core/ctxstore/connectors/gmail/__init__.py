@@ -1,0 +1,1 @@
+"""The Gmail provider: provider.py (the ConnectorProvider), info.py (its catalogue entry) and its helpers."""

@@ -1,0 +1,1 @@
+"""The Slack provider: provider.py (the ConnectorProvider), info.py (its catalogue entry) and its helpers."""

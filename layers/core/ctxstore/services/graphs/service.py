@@ -1,0 +1,489 @@
+"""Both graphs of a scope: the ingestion graph step, deletes, `GET /context/relations`,
+`GET /context/{id}/subgraph` and the graph context of `POST /query`.
+
+Graphs are isolated per organisation (by the graph port), database, collection and store.
+A `graph_payload` stored for an item replaces extraction for it (whole graph, origin byog);
+otherwise the extractor reads each chunk. Readers (`additional_metadata.acl`) are copied
+onto source nodes and evidence edges so `acl` filters run inside the graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ctxstore.domain.chunking import Chunk
+from ctxstore.domain.errors import ApiError, ErrorCode, invalid
+from ctxstore.domain.graph_keys import (
+    GRAPH_PREFIX,
+    canonical_predicate,
+    database_graph_prefix,
+    entity_id,
+    graph_name,
+    item_readers,
+)
+from ctxstore.ports.extractor import BatchExtractor, Extractor
+from ctxstore.ports.graph import GraphQueryError, GraphStore
+from ctxstore.retrieval.graph_context import GraphContextRequest
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.container import Container
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.graphs import payloads as graph_payloads
+from ctxstore.services.graphs.entity_graph import (
+    BYOG,
+    EXTRACTED,
+    EntityGraph,
+    EntityRow,
+    RelationRow,
+    entity_ref,
+    evidence,
+)
+from ctxstore.services.graphs.item_graph import (
+    RELATION_ORDER,
+    ItemGraph,
+    SourceProps,
+    source_entity,
+    structural_evidence,
+)
+from ctxstore.services.graphs.shapes import chunk_for, item_access, member_row, path_group, positive_int
+from ctxstore.services.items.service import STORES, ItemRef, ItemService
+from ctxstore.services.query.ranking_cache import RankingCache
+
+MAX_RELATIONS_LIMIT = 10000
+DEFAULT_RELATIONS_LIMIT = 5000
+MAX_DEPTH = 10
+MAX_SOURCES = 1000
+AUX_CAP = 1000
+_WORD = re.compile(r"[a-z0-9]+")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.MULTILINE)  # "# Title" -> "Title." (its own sentence)
+
+INDEXES = (
+    "CREATE INDEX FOR (e:Entity) ON (e.eid)",
+    "CREATE INDEX FOR (s:Source) ON (s.sid)",
+    "CREATE INDEX FOR (s:Source) ON (s.thread_id)",
+    "CREATE INDEX FOR (s:Source) ON (s.parent_id)",
+    "CREATE INDEX FOR ()-[r:REL]-() ON (r.item_id)",
+    "CREATE INDEX FOR ()-[r:REL]-() ON (r.chunk_id)",
+)
+
+
+class GraphService:
+    def __init__(self, c: Container, databases: DatabaseService, items: ItemService) -> None:
+        self._c = c
+        self._databases = databases
+        self._items = items
+        self._indexed: set[tuple[str, str]] = set()
+        self._rankings = RankingCache()
+
+    @property
+    def _graph(self) -> GraphStore:
+        if self._c.graph is None:
+            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "the graph engine is not configured on this deployment")
+        return self._c.graph
+
+    @property
+    def entities(self) -> EntityGraph:
+        return EntityGraph(self._graph)
+
+    @property
+    def item_graph(self) -> ItemGraph:
+        return ItemGraph(self._graph)
+
+    def _ensure_indexes(self, org: str, graph: str) -> None:
+        if (org, graph) in self._indexed:
+            return
+        for statement in INDEXES:
+            try:
+                self._graph.query(org, graph, statement)
+            except GraphQueryError as exc:  # already there (a restart, another worker)
+                if "already indexed" not in str(exc).lower():
+                    raise
+        self._indexed.add((org, graph))
+
+    # ---- ingestion -----------------------------------------------------------------------
+    def graph_step(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> int:
+        """Build the item's share of both graphs; answers how many relations it holds now."""
+        graph = graph_name(ref.store, ref.database, ref.collection)
+        self._ensure_indexes(org, graph)
+        access = item_access(record)
+        links = [(str(link["id"]), str(link["relation"])) for link in record.get("relates_to") or []]
+        self.item_graph.upsert_source(
+            org,
+            graph,
+            SourceProps(
+                item_id=ref.item_id,
+                title=str(record.get("title") or ""),
+                kind=str(record.get("app_type") or record.get("source_type") or ""),
+                provider=str(record.get("provider") or ""),
+                external_id=str(record.get("external_id") or ""),
+                thread_id=record.get("thread_id") or None,
+                parent_id=record.get("parent_id") or None,
+                acl=access.acl,
+                public=access.public,
+                timestamp=access.timestamp,
+            ),
+            links,
+        )
+        payload = graph_payloads.load(self._c, org, ref)
+        if payload is not None:
+            entities, relations = self._supplied(payload, chunks)
+        else:
+            entities, relations = self._extracted(chunks)
+        eg = self.entities
+        eg.remove_item(org, graph, ref.item_id)
+        return eg.write_item(org, graph, ref.item_id, entities, relations, access)
+
+    @staticmethod
+    def _supplied(data: dict[str, Any], chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
+        keys: dict[str, EntityRow] = {}
+        for key, e in (data.get("entities") or {}).items():
+            ns = str(e.get("namespace") or "")
+            keys[key] = EntityRow(entity_id(e["name"], e["type"], ns), e["name"], e["type"], ns)
+        relations = [
+            RelationRow(
+                source=keys[r["source"]].eid,
+                target=keys[r["target"]].eid,
+                raw=r["predicate"],
+                canonical=canonical_predicate(r["predicate"]),
+                context=r.get("context") or "",
+                confidence=1.0,
+                temporal=r.get("temporal_details"),
+                chunk_id=chunk_for(r.get("context") or "", chunks),
+                origin=BYOG,
+            )
+            for r in data.get("relations") or []
+            if r["source"] in keys and r["target"] in keys
+        ]
+        return list(keys.values()), relations
+
+    def _extracted(self, chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
+        extractor: Extractor | None = self._c.extractor
+        if extractor is None:
+            return [], []
+        entities: dict[str, EntityRow] = {}
+        relations: list[RelationRow] = []
+        texts = [_HEADING.sub(r"\1.", c.text) for c in chunks]
+        if isinstance(extractor, BatchExtractor):
+            found_all = extractor.extract_many(texts)
+        else:
+            found_all = [extractor.extract(t) for t in texts]
+        for c, found in zip(chunks, found_all, strict=True):
+            local: dict[str, str] = {}
+            for e in found.entities:
+                eid = entity_id(e.name, e.type, e.namespace)
+                local[e.key] = eid
+                entities.setdefault(eid, EntityRow(eid, e.name, e.type, e.namespace))
+            for r in found.relations:
+                if r.source in local and r.target in local and local[r.source] != local[r.target]:
+                    relations.append(
+                        RelationRow(
+                            source=local[r.source],
+                            target=local[r.target],
+                            raw=r.raw_predicate,
+                            canonical=r.canonical_predicate,
+                            context=r.context,
+                            confidence=r.confidence,
+                            temporal=r.temporal_details,
+                            chunk_id=c.id,
+                            origin=EXTRACTED,
+                        )
+                    )
+        return list(entities.values()), relations
+
+    # ---- deletes and metadata ------------------------------------------------------------
+    def purge_item(self, org: str, ref: ItemRef) -> None:
+        if self._c.graph is None:
+            return
+        graph = graph_name(ref.store, ref.database, ref.collection)
+        self.entities.remove_item(org, graph, ref.item_id)
+        self.item_graph.remove_source(org, graph, ref.item_id)
+
+    def purge_scope(self, org: str, database: str, collection: str | None) -> None:
+        if self._c.graph is None:
+            return
+        for store in STORES:
+            if collection is not None:
+                names = [graph_name(store, database, collection)]
+            else:
+                names = self._graph.list_graphs(org, database_graph_prefix(store, database))
+            for name in names:
+                self._graph.drop(org, name)
+                self._indexed.discard((org, name))
+
+    def update_access(self, org: str, ref: ItemRef, record: dict[str, Any]) -> None:
+        """After a metadata change: the item's readers on its node and evidence."""
+        if self._c.graph is None:
+            return
+        graph = graph_name(ref.store, ref.database, ref.collection)
+        access = item_access(record)
+        self.item_graph.set_access(org, graph, ref.item_id, access.acl, access.public)
+        self.entities.set_access(org, graph, ref.item_id, access)
+
+    # ---- GET /context/relations ----------------------------------------------------------
+    def relations(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        store: str,
+        *,
+        item_id: str | None,
+        limit_raw: str | None,
+        cursor_raw: str | None,
+        principals: list[str] | None,
+    ) -> dict[str, Any]:
+        self._databases.require(principal, database)
+        limit = positive_int(limit_raw, "limit", DEFAULT_RELATIONS_LIMIT)
+        if not 1 <= limit <= MAX_RELATIONS_LIMIT:
+            raise invalid(f"'limit' must be from 1 to {MAX_RELATIONS_LIMIT}")
+        offset = self._cursor(cursor_raw)
+        org = principal.org
+        graph = graph_name(store, database, collection)
+        aux: list[dict[str, Any]] = []
+        aux_truncated = False
+        if item_id is not None:
+            ref = ItemRef(database, collection, store, item_id)
+            rec = self._items.get(org, ref)
+            if rec is None:
+                raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"no source '{item_id}' in this database and collection")
+            groups: list[dict[str, Any]] = []
+            if self._visible(rec.data, principals):
+                groups = self.entities.item_groups(org, graph, item_id, principals=principals)
+                aux, aux_truncated = self._mention_relations(org, graph, {item_id: rec.data}, epoch=False)
+            total = len(groups)
+            page = groups[offset : offset + limit]
+        else:
+            pairs, total = self._ranked_page(org, graph, principals, offset, limit)
+            page = self.entities.groups(org, graph, pairs, principals=principals, epoch=False)
+        more = offset + len(page) < total
+        return {
+            "success": True,
+            "message": "Success",
+            "relations": page,
+            "auxiliary_relations": aux,
+            "auxiliary_truncated": aux_truncated,
+            "is_truncated": more,
+            "next_cursor": float(offset + len(page)) if more else None,
+        }
+
+    def _ranked_page(
+        self, org: str, graph: str, principals: list[str] | None, offset: int, limit: int
+    ) -> tuple[list[tuple[str, str]], int]:
+        """A page of the collection's ranked pairs and their number, from the cache while the graph's
+        version token is unchanged (a graph without one is never cached)."""
+        eg = self.entities
+        token = eg.version(org, graph)
+        key = (org, graph, None if principals is None else tuple(sorted(set(principals))), offset, limit)
+        page = self._rankings.get(key, token) if token is not None else None
+        if page is None:
+            page = eg.ranked_pairs(org, graph, principals=principals, offset=offset, limit=limit)
+            if token is not None:
+                self._rankings.put(key, token, page)
+        return list(page[0]), page[1]
+
+    @staticmethod
+    def _cursor(raw: str | None) -> int:
+        """The cursor is the number a previous answer gave as next_cursor (its position in the ranking)."""
+        if raw is None or raw == "":
+            return 0
+        try:
+            value = float(raw)
+        except ValueError:
+            raise invalid("'cursor' must be the numeric next_cursor of a previous answer") from None
+        if value < 0 or value != int(value):
+            raise invalid("'cursor' must be the numeric next_cursor of a previous answer")
+        return int(value)
+
+    @staticmethod
+    def _visible(record: dict[str, Any], principals: list[str] | None) -> bool:
+        if principals is None:
+            return True
+        readers = item_readers(record.get("additional_metadata"))
+        return readers is None or bool(set(readers) & set(principals))
+
+    def _mention_relations(
+        self, org: str, graph: str, members: dict[str, dict[str, Any]], *, epoch: bool
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Structural relations recorded from the items: each member mentions entities (empty context)."""
+        rows = self.entities.mentions(org, graph, list(members), AUX_CAP + 1)
+        out = []
+        for sid, ent in rows[:AUX_CAP]:
+            m = members[sid]
+            member = {
+                "source_id": sid,
+                "title": m.get("title") or "",
+                "app_provider": m.get("provider") or m.get("app_provider") or "",
+            }
+            ts = float(m.get("ts") or m.get("timestamp") or 0.0)
+            ev = structural_evidence("mentions", sid, str(ent.get("eid")), ts)
+            if not epoch:
+                ev["timestamp"] = evidence({"ts": ts}, epoch=False)["timestamp"]
+            out.append({"source": source_entity(member), "target": entity_ref(ent), "relations": [ev], "chunk_id": ""})
+        return out, len(rows) > AUX_CAP
+
+    # ---- GET /context/{id}/subgraph ------------------------------------------------------
+    def subgraph(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        store: str,
+        item_id: str,
+        *,
+        depth_raw: str | None,
+        max_sources_raw: str | None,
+        principals: list[str] | None,
+    ) -> dict[str, Any]:
+        self._databases.require(principal, database)
+        try:
+            depth = positive_int(depth_raw, "depth", 5)
+        except ApiError:
+            raise ApiError(ErrorCode.INVALID_INPUT, "'depth' must be an integer from 1 to 10") from None
+        if not 1 <= depth <= MAX_DEPTH:
+            raise ApiError(ErrorCode.INVALID_INPUT, f"'depth' must be from 1 to {MAX_DEPTH}, not {depth}")
+        max_sources = max(1, min(MAX_SOURCES, positive_int(max_sources_raw, "max_sources", 200)))
+        org = principal.org
+        graph = graph_name(store, database, collection)
+        ig = self.item_graph
+        answer: dict[str, Any] = {
+            "seed_source_id": item_id,
+            "sources": [],
+            "relations": [],
+            "auxiliary_relations": [],
+            "auxiliary_truncated": False,
+            "is_truncated": False,
+            "max_depth_reached": 0,
+            "success": True,
+            "message": "Success",
+        }
+        start = ig.start(org, graph, item_id, principals)
+        if start is None:
+            return answer
+        members: dict[str, dict[str, Any]] = {item_id: start}
+        listing = [member_row(start, 0, None, None)]
+        truncated = False
+        frontier = [item_id]
+        level = 0
+        threads_seen: set[str] = set()
+        expanded = gained = 0  # frontier sources expanded so far and the new members they gave
+        beyond: list[str] = []  # once max_sources is reached: sources whose neighbours were not read
+        while frontier and level < depth and not truncated and not beyond:
+            level += 1
+            nxt: list[str] = []
+            pos = 0
+            # The frontier is read in slices sized to what max_sources still admits (from the yield so
+            # far), so a walk that fills up does not fetch the neighbours of a whole level. Slices keep
+            # frontier order, so the order of discovery is the same as one read of the whole level.
+            while pos < len(frontier) and not truncated:
+                room = max_sources - len(members)
+                if room <= 0:
+                    beyond = frontier[pos:] + nxt
+                    break
+                size = len(frontier) - pos
+                if expanded:
+                    size = min(size, max(1, math.ceil(1.5 * room * expanded / max(gained, 1))))
+                chunk = frontier[pos : pos + size]
+                pos += size
+                found, capped = ig.neighbours(org, graph, {f: members[f] for f in chunk}, principals, threads_seen)
+                truncated = capped
+                order = {sid: i for i, sid in enumerate(chunk)}
+                found.sort(key=lambda f: (order[f[0]], RELATION_ORDER[f[3]], float(f[1].get("ts") or 0), f[1]["sid"]))
+                expanded += len(chunk)
+                for src, props, rel, _kind in found:
+                    sid = str(props["sid"])
+                    if sid in members:
+                        continue
+                    if len(members) >= max_sources:
+                        truncated = True
+                        break
+                    members[sid] = props
+                    listing.append(member_row(props, level, src, rel))
+                    nxt.append(sid)
+                    gained += 1
+            frontier = nxt
+        if not beyond and frontier and level >= depth:
+            beyond = frontier  # an unexpanded frontier at the depth limit
+        if beyond and not truncated:
+            # truncated if those sources still reach someone new
+            truncated = ig.reaches_beyond(org, graph, {f: members[f] for f in beyond}, list(members), principals)
+        answer["sources"] = listing
+        answer["max_depth_reached"] = max(m["depth"] for m in listing)
+        answer["is_truncated"] = truncated
+        answer["relations"] = self._member_relations(org, graph, members, listing)
+        aux, aux_truncated = self._mention_relations(org, graph, members, epoch=False)
+        answer["auxiliary_relations"] = aux
+        answer["auxiliary_truncated"] = aux_truncated
+        return answer
+
+    def _member_relations(
+        self, org: str, graph: str, members: dict[str, dict[str, Any]], listing: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        by_id = {m["source_id"]: m for m in listing}
+        out: list[dict[str, Any]] = []
+
+        def triplet(a: str, b: str, predicate: str) -> None:
+            ts = float(members[b].get("ts") or 0.0)
+            ev = structural_evidence(predicate, a, b, ts)
+            ev["timestamp"] = evidence({"ts": ts}, epoch=False)["timestamp"]
+            ends = {"source": source_entity(by_id[a]), "target": source_entity(by_id[b])}
+            out.append({**ends, "relations": [ev], "chunk_id": ""})
+
+        for a, b, rel in self.item_graph.links_among(org, graph, list(members)):
+            triplet(a, b, rel)
+        for sid, props in members.items():
+            parent = props.get("parent_id")
+            if parent and parent in members:
+                triplet(str(parent), sid, "parent_of")
+        threads: dict[str, list[str]] = {}
+        for sid, props in members.items():
+            if props.get("thread_id"):
+                threads.setdefault(str(props["thread_id"]), []).append(sid)
+        for ids in threads.values():  # a chain in time order, not every pair of the thread
+            ids.sort(key=lambda s: (float(members[s].get("ts") or 0), s))
+            for a, b in itertools.pairwise(ids):
+                triplet(a, b, "same_thread")
+        return out
+
+    # ---- POST /query graph context (retrieval.graph_context.GraphContextSource) ----------
+    def graph_context(self, request: GraphContextRequest) -> dict[str, Any]:
+        chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
+        terms = set(_WORD.findall(request.query.casefold()))
+        chunk_groups: list[dict[str, Any]] = []
+        paths: list[dict[str, Any]] = []
+        for collection in request.collections:
+            graph = graph_name(request.store, request.database, collection)
+            edges = self.entities.chunk_edges(request.org, graph, list(request.chunk_ids), 20 * request.max_groups)
+            by_chunk: dict[str, list[Any]] = {}
+            eids: set[str] = set()
+            for a, b, r in edges:
+                by_chunk.setdefault(str(r.properties.get("chunk_id")), []).append((a, b, r))
+                eids.update((str(a.properties["eid"]), str(b.properties["eid"])))
+            for cid, triples in by_chunk.items():
+                rank = chunk_rank.get(cid, len(chunk_rank))
+                conf = sum(float(r.properties.get("confidence") or 0) for _, _, r in triples) / len(triples)
+                chunk_groups.append(path_group([cid], triples, conf / (1 + rank)))
+            if not eids:  # nothing to expand from: spare the graph engine a round trip
+                continue
+            for a, b, r in self.entities.neighbour_edges(request.org, graph, sorted(eids), 4 * request.max_groups):
+                text = " ".join(
+                    str(x) for x in (a.properties.get("name"), b.properties.get("name"), r.properties.get("context"))
+                )
+                overlap = len(terms & set(_WORD.findall(text.casefold())))
+                score = float(r.properties.get("confidence") or 0) * (1 + overlap) / (1 + len(terms))
+                paths.append(path_group([str(r.properties.get("chunk_id") or "")], [(a, b, r)], score))
+        chunk_groups.sort(key=lambda g: -g["relevancy_score"])
+        paths.sort(key=lambda g: -g["relevancy_score"])
+        chunk_groups = chunk_groups[: request.max_groups]
+        paths = paths[: request.max_groups]
+        mapping: dict[str, list[str]] = {}
+        for g in chunk_groups + paths:
+            for cid in g["source_chunk_ids"]:
+                if cid in chunk_rank:
+                    mapping.setdefault(cid, []).append(g["group_id"])
+        return {"chunk_relations": chunk_groups, "query_paths": paths, "chunk_id_to_group_ids": mapping}
+
+
+__all__ = ["GRAPH_PREFIX", "GraphService"]

@@ -1,0 +1,181 @@
+"""Accepting an ingest request: everything validated first, then each item stored durably and started."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import quote
+
+from ctxstore.domain import metadata_schema as ms
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
+from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
+from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.container import Container
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.graphs import payloads as graph_payloads
+from ctxstore.services.items.service import ITEM, QUEUED, ItemRef, ItemService, new_version
+from ctxstore.services.items.uploads import UploadService
+
+
+def blob_key(ref: ItemRef, version: str) -> str:
+    # The id is percent-encoded into one segment so that "a" never shares a prefix folder with "a/b".
+    return f"{rk.blob_scope_prefix(ref.database, ref.collection)}{ref.store}/{quote(ref.item_id, safe='')}/{version}"
+
+
+def _payload(spec: ItemSpec) -> tuple[bytes, str | None]:
+    """What the pipeline will read back: the original file, or the item's own content as JSON."""
+    if spec.upload is not None:
+        return spec.upload.data, spec.upload.content_type
+    body = {"text": spec.text, "pairs": spec.pairs, "title": spec.title, "user_name": spec.user_name}
+    return json.dumps(body).encode(), "application/json"
+
+
+def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, created_at: float) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "store": spec.store,
+        "source_type": spec.source_type,
+        "title": spec.title,
+        "filename": spec.upload.filename if spec.upload else None,
+        "content_type": spec.upload.content_type if spec.upload else None,
+        "size_bytes": len(spec.upload.data) if spec.upload else None,
+        "ext": spec.ext,
+        "app_type": spec.app_type,
+        "provider": spec.provider,
+        "external_id": spec.external_id,
+        "metadata": spec.metadata,
+        "additional_metadata": spec.additional_metadata,
+        "relations": spec.relations,
+        "relates_to": [{"id": link.target_id, "relation": link.relation} for link in spec.links],
+        "thread_id": spec.thread_id,
+        "parent_id": spec.parent_id,
+        "timestamp": spec.timestamp if spec.timestamp is not None else created_at,
+        "infer": spec.infer,
+        "user_name": spec.user_name,
+        "version": version,
+        "blob_key": key,
+        "status": QUEUED,
+        "error_code": None,
+        "error_message": None,
+        "chunk_count": 0,
+        "created_at": created_at,
+        "updated_at": now,
+        "database": ref.database,
+        "collection": ref.collection,
+    }
+
+
+class IngestService:
+    def __init__(self, c: Container, databases: DatabaseService, items: ItemService) -> None:
+        self._c = c
+        self._databases = databases
+        self._items = items
+        self.uploads = UploadService(c)  # large files arrive by reference (POST /context/uploads)
+
+    def accept(self, principal: Principal, req: IngestRequest) -> dict[str, Any]:
+        if self._c.workflow is None:
+            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "ingestion is not configured on this deployment")
+        db = self._databases.require(principal, req.database)
+        schema = [ms.parse_field(f, "schema") for f in db.data.get("metadata_schema", [])]
+        org = principal.org
+        declared = {f.name for f in schema}
+        for i, spec in enumerate(req.items):
+            where = f"items[{i}] ({spec.id}).metadata"
+            if req.undeclared_metadata == "keep":  # declared keys are still type-checked
+                checked = {k: v for k, v in spec.metadata.items() if k in declared}
+                spec.metadata = {**spec.metadata, **ms.validate_metadata(schema, checked, where)}
+            else:
+                spec.metadata = ms.validate_metadata(schema, spec.metadata, where)
+        if not req.upsert:
+            for spec in req.items:
+                if spec.rejected_code is None and self._items.get(org, self._ref(req, spec)) is not None:
+                    raise ApiError(ErrorCode.CONFLICT, f"an item with id '{spec.id}' already exists and upsert=false")
+        results = [self._accept_one(org, req, spec) for spec in req.items]
+        if any(r["status"] == QUEUED for r in results):
+            self._databases.note_collection(principal, req.database, req.collection)
+        ok = sum(1 for r in results if r["status"] == QUEUED)
+        failed = len(results) - ok
+        return {
+            "success": failed == 0,
+            "message": "all items queued" if failed == 0 else f"{ok} queued, {failed} failed",
+            "success_count": ok,
+            "failed_count": failed,
+            "results": results,
+        }
+
+    @staticmethod
+    def _ref(req: IngestRequest, spec: ItemSpec) -> ItemRef:
+        return ItemRef(req.database, req.collection, spec.store, spec.id)
+
+    def _write_record(
+        self, org: str, ref: ItemRef, spec: ItemSpec, version: str, key: str, *, upsert: bool
+    ) -> tuple[dict[str, Any], Record | None]:
+        """Write the new version's record over the current one (compare-and-set: a status update of the
+        previous version may land in between; ConditionFailed only when upsert=false finds an item)."""
+        for _ in range(20):
+            previous = self._items.get(org, ref)
+            if previous is not None and not upsert:
+                raise ConditionFailed(ref.item_id)
+            now = self._c.clock.now()
+            created_at = previous.data.get("created_at", now) if previous else now
+            record = _record(spec, ref, version, key, now, created_at)
+            put = Put(
+                ITEM,
+                ref.pk,
+                ref.item_id,
+                record,
+                if_absent=previous is None,
+                if_version=previous.version if previous is not None else None,
+            )
+            try:
+                self._c.records.put(org, put)
+                return record, previous
+            except ConditionFailed:
+                if not upsert:
+                    raise
+        raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
+
+    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> dict[str, Any]:
+        graph = req.graphs.get(spec.id)
+        result: dict[str, Any] = {
+            "id": spec.id,
+            "filename": spec.upload.filename if spec.upload else None,
+            "title": spec.title,
+            "status": QUEUED,
+            "error": None,
+            "error_code": None,
+            "infer": spec.infer,
+            "relations_created": len(graph.relations) if graph else 0,
+            "relations_error": "",
+        }
+        if spec.rejected_code:
+            return dict(result, status="failed", error=spec.rejected_reason, error_code=spec.rejected_code)
+        ref = self._ref(req, spec)
+        with self._items.lock(org, ref):  # a DELETE or another version of this id cannot interleave
+            version = new_version()
+            key = blob_key(ref, version)
+            data, ctype = _payload(spec)
+            # Order matters for crash safety: blob, then the job, then the record. A job whose record is not
+            # written yet waits and retries; a job whose record names a newer version is stale and stops.
+            self._c.blobs.put(org, key, data, content_type=ctype)
+            if graph is not None:
+                graph_payloads.save(self._c, org, ref, key, graph.to_json())
+            assert self._c.workflow is not None
+            self._c.workflow.start(
+                org,
+                f"ingest{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}",
+                {"ref": ref.to_json(), "version": version},
+            )
+            try:
+                record, previous = self._write_record(org, ref, spec, version, key, upsert=req.upsert)
+            except ConditionFailed:
+                self._c.blobs.delete(org, key)
+                return dict(
+                    result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
+                )
+            if previous is not None and previous.data.get("blob_key") not in (None, key):
+                self._c.blobs.delete(org, str(previous.data["blob_key"]))
+        self._items.emit_status(org, ref, record, previous.data.get("status") if previous else None)
+        return result

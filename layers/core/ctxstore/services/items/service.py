@@ -1,0 +1,175 @@
+"""Item records: one per ingested source, carrying its indexing status. Status changes emit events."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxstore.domain.clock_utils import iso
+from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.container import Container
+from ctxstore.services.items.locks import REQUEST_WAIT_SECONDS, ItemLocks
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+
+QUEUED = "queued"
+PROCESSING = "processing"
+GRAPH_CREATION = "graph_creation"
+COMPLETED = "completed"
+ERRORED = "errored"
+TERMINAL = frozenset({COMPLETED, ERRORED})
+SEARCHABLE = frozenset({GRAPH_CREATION, COMPLETED})
+
+ITEM = "item"
+GRAPH_PAYLOAD = "graph_payload"
+STORES = ("knowledge", "memory")
+
+
+@dataclass(frozen=True)
+class ItemRef:
+    database: str
+    collection: str
+    store: str
+    item_id: str
+
+    @property
+    def pk(self) -> str:
+        return item_pk(self.database, self.collection, self.store)
+
+    def to_json(self) -> dict[str, str]:
+        return {"database": self.database, "collection": self.collection, "store": self.store, "id": self.item_id}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> ItemRef:
+        return ItemRef(str(d["database"]), str(d["collection"]), str(d["store"]), str(d["id"]))
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    ref: ItemRef
+    version: str
+    status: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def item_pk(database: str, collection: str, store: str) -> str:
+    return f"{database}{rk.SEP}{collection}{rk.SEP}{store}"
+
+
+def new_version() -> str:
+    """Time-ordered, so a job can tell a newer ingest of its item from an older one."""
+    return f"{time.time_ns():020d}-{os.urandom(4).hex()}"
+
+
+class ItemService:
+    def __init__(self, c: Container, *, single_process: bool = True) -> None:
+        """`single_process`: the item locks may live in this process's memory (Capabilities.single_process)."""
+        self._c = c
+        self._locks = ItemLocks(c.records, single_process=single_process)
+
+    def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
+        """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""
+        return self._locks.hold(org, ref.pk, ref.item_id, wait_s=wait_s)
+
+    def lock_many(
+        self, org: str, refs: Sequence[ItemRef], *, wait_s: float = REQUEST_WAIT_SECONDS
+    ) -> AbstractContextManager[None]:
+        """Hold several items' write locks at once (an ingestion worker's batch)."""
+        return self._locks.hold_many(org, [(ref.pk, ref.item_id) for ref in refs], wait_s=wait_s)
+
+    def get(self, org: str, ref: ItemRef) -> Record | None:
+        return self._c.records.get(org, ITEM, ref.pk, ref.item_id)
+
+    def find(self, org: str, database: str, collection: str, item_id: str) -> tuple[ItemRef, Record] | None:
+        """Look an id up in both stores of a collection."""
+        for store in STORES:
+            ref = ItemRef(database, collection, store, item_id)
+            rec = self.get(org, ref)
+            if rec is not None:
+                return ref, rec
+        return None
+
+    def set_status(
+        self,
+        org: str,
+        ref: ItemRef,
+        version: str,
+        status: str,
+        *,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> bool:
+        """Move the item to `status` if it is still at `version`; False if a newer ingest replaced it."""
+        for _ in range(10):
+            rec = self.get(org, ref)
+            if rec is None or rec.data.get("version") != version:
+                return False
+            previous = rec.data.get("status")
+            data = self._with_status(rec, status, error_code, error_message, extra)
+            try:
+                self._c.records.put(org, Put(ITEM, ref.pk, ref.item_id, data, if_version=rec.version))
+            except ConditionFailed:
+                continue  # a concurrent update of the same record; read again
+            if previous != status:
+                self.emit_status(org, ref, data, previous)
+            return True
+        return False
+
+    def set_statuses(self, org: str, changes: Sequence[StatusChange]) -> list[bool]:
+        """set_status for several items in one conditional write; per item when that write's conditions
+        fail (one was replaced or updated meanwhile). True for each item moved."""
+        puts: list[Put] = []
+        moved: list[tuple[StatusChange, dict[str, Any], str | None]] = []
+        for change in changes:
+            rec = self.get(org, change.ref)
+            if rec is None or rec.data.get("version") != change.version:
+                break
+            data = self._with_status(rec, change.status, None, None, change.extra)
+            puts.append(Put(ITEM, change.ref.pk, change.ref.item_id, data, if_version=rec.version))
+            moved.append((change, data, rec.data.get("status")))
+        if len(puts) == len(changes):
+            try:
+                self._c.records.transact(org, puts)
+            except ConditionFailed:
+                pass
+            else:
+                for change, data, previous in moved:
+                    if previous != change.status:
+                        self.emit_status(org, change.ref, data, previous)
+                return [True] * len(changes)
+        return [self.set_status(org, c.ref, c.version, c.status, extra=c.extra) for c in changes]
+
+    def _with_status(
+        self, rec: Record, status: str, error_code: str | None, error_message: str | None, extra: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return dict(
+            rec.data,
+            status=status,
+            updated_at=self._c.clock.now(),
+            error_code=error_code,
+            error_message=error_message,
+            **(extra or {}),
+        )
+
+    def emit_status(self, org: str, ref: ItemRef, data: dict[str, Any], previous: str | None) -> None:
+        self._c.events.emit(
+            org,
+            INDEXING_STATUS_CHANGED,
+            {
+                "id": ref.item_id,
+                "doc_id": ref.item_id,
+                "database": ref.database,
+                "collection": ref.collection,
+                "type": ref.store,
+                "indexing_status": data.get("status"),
+                "previous_status": previous,
+                "error_code": data.get("error_code") or "",
+                "error_message": data.get("error_message") or "",
+                "timestamp": iso(self._c.clock.now()),
+            },
+        )

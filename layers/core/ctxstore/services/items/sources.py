@@ -1,0 +1,462 @@
+"""Reads and writes on ingested items: list, inspect, chunks, delete, metadata update."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
+
+from ctxstore.domain import metadata_schema as ms
+from ctxstore.domain.clock_utils import iso
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.ingest_request import ADDITIONAL_METADATA_CAP_BYTES, METADATA_CAP_BYTES
+from ctxstore.ports.blobs import BlobNotFound
+from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.services import record_kinds as rk
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.container import Container
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM, ItemRef, ItemService, item_pk
+
+MAX_PAGE_SIZE = 500
+# Hooks that remove an item's share of other stores (the graphs): (org, ref).
+ItemPurger = Callable[[str, ItemRef], None]
+# Hooks told of an item's new record after a metadata change (the graphs copy its readers): (org, ref, data).
+MetadataListener = Callable[[str, ItemRef, dict[str, Any]], None]
+
+
+_RENAMED_ROW_FIELDS = {"app_type": "app_kind", "provider": "app_provider", "external_id": "app_external_id"}
+
+
+def _source_field_filter(given: Any) -> Any:
+    """Rows said `provider`, `app_type`, `external_id` before they took the app_* names; a filter may still."""
+    return {_RENAMED_ROW_FIELDS.get(k, k): v for k, v in given.items()} if isinstance(given, dict) else given
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(ErrorCode.INVALID_PARAMETERS, message)
+
+
+def source_view(ref: ItemRef, d: dict[str, Any]) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": ref.item_id,
+        "title": d.get("title") or "",
+        "type": d.get("source_type"),
+        "database": ref.database,
+        "collection": ref.collection,
+        "tenant_id": ref.database,
+        "sub_tenant_id": ref.collection,
+        "metadata": d.get("metadata") or {},
+        "additional_metadata": d.get("additional_metadata") or {},
+        "indexing_status": d.get("status"),
+        "error_code": d.get("error_code") or "",
+        "chunk_count": d.get("chunk_count", 0),
+        "created_at": iso(float(d.get("created_at") or 0)),
+        "updated_at": iso(float(d.get("updated_at") or 0)),
+        # RFC 3339 like the reference's search.SourceInfo; relation evidence inside listings stays epoch (spec)
+        "timestamp": iso(float(d["timestamp"])) if d.get("timestamp") is not None else None,
+        "relations": {"ids": d.get("relations") or []},
+        "relates_to": d.get("relates_to") or [],
+        "thread_id": d.get("thread_id"),
+        "parent_id": d.get("parent_id"),
+    }
+    if d.get("source_type") == "file":
+        view.update(filename=d.get("filename"), content_type=d.get("content_type"), size_bytes=d.get("size_bytes"))
+    elif d.get("source_type") == "app":
+        # The names of the reference, the spec's subgraph members and query results (not the record's own).
+        view.update(app_kind=d.get("app_type"), app_provider=d.get("provider"), app_external_id=d.get("external_id"))
+    else:
+        view.update(user_name=d.get("user_name"), infer=bool(d.get("infer")))
+    return view
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    options = wanted if isinstance(wanted, list) else [wanted]
+    if isinstance(value, list):
+        return any(v in options for v in value)
+    return value in options
+
+
+class SourceService:
+    def __init__(
+        self, c: Container, databases: DatabaseService, items: ItemService, purgers: list[ItemPurger] | None = None
+    ) -> None:
+        self._c = c
+        self._databases = databases
+        self._items = items
+        self._purgers = list(purgers or [])
+        self._metadata_listeners: list[MetadataListener] = []
+
+    def add_purger(self, purger: ItemPurger) -> None:
+        self._purgers.append(purger)
+
+    def add_metadata_listener(self, listener: MetadataListener) -> None:
+        self._metadata_listeners.append(listener)
+
+    def _require_item(
+        self, principal: Principal, database: str, collection: str, item_id: str, store: str | None = None
+    ) -> tuple[ItemRef, Record]:
+        self._databases.require(principal, database)
+        if store is not None:
+            ref = ItemRef(database, collection, store, item_id)
+            rec = self._items.get(principal.org, ref)
+            found = (ref, rec) if rec is not None else None
+        else:
+            found = self._items.find(principal.org, database, collection, item_id)
+        if found is None:
+            raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"no source '{item_id}' in this database and collection")
+        return found
+
+    # ---- list ------------------------------------------------------------------------------
+    def list_sources(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        store: str,
+        *,
+        page: int,
+        page_size: int,
+        ids: list[str] | None,
+        filters: dict[str, Any],
+        include_fields: list[str] | None,
+        contains: str = "",
+    ) -> dict[str, Any]:
+        """`contains`: only items whose title or id holds this text, case-insensitive (the console's search)."""
+        self._databases.require(principal, database)
+        needle = contains.strip().casefold()
+        if page < 1:
+            raise _bad("'page' must be 1 or more")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise _bad(f"'page_size' must be from 1 to {MAX_PAGE_SIZE}")
+        md_f = filters.get("metadata") or {}
+        amd_f = filters.get("additional_metadata") or filters.get("document_metadata") or {}
+        src_f = _source_field_filter(filters.get("source_fields") or {})
+        for name, f in (
+            ("filters.metadata", md_f),
+            ("filters.additional_metadata", amd_f),
+            ("filters.source_fields", src_f),
+        ):
+            if not isinstance(f, dict):
+                raise _bad(f"'{name}' must be an object")
+        pk = item_pk(database, collection, store)
+        wanted = set(ids) if ids else None
+        matched: list[tuple[ItemRef, dict[str, Any]]] = []
+        after: str | None = None
+        while True:
+            chunk = self._c.records.query(principal.org, ITEM, pk, after=after, limit=1000)
+            for r in chunk.records:
+                d = r.data
+                if wanted is not None and r.sk not in wanted:
+                    continue
+                if needle and needle not in r.sk.casefold() and needle not in str(d.get("title") or "").casefold():
+                    continue
+                if not all(_matches((d.get("metadata") or {}).get(k), v) for k, v in md_f.items()):
+                    continue
+                if not all(_matches((d.get("additional_metadata") or {}).get(k), v) for k, v in amd_f.items()):
+                    continue
+                view = source_view(ItemRef(database, collection, store, r.sk), d)
+                if not all(_matches(view.get(k), v) for k, v in src_f.items()):
+                    continue
+                matched.append((ItemRef(database, collection, store, r.sk), d))
+            if chunk.next_after is None:
+                break
+            after = chunk.next_after
+        matched.sort(key=lambda x: (-float(x[1].get("created_at") or 0), x[0].item_id))
+        total = len(matched)
+        start = (page - 1) * page_size
+        sources = []
+        for ref, d in matched[start : start + page_size]:
+            view = source_view(ref, d)
+            if include_fields and store == "knowledge":
+                # The scope's legacy names too: the official client's row model requires them.
+                keep = {"id", "database", "collection", "tenant_id", "sub_tenant_id", *include_fields}
+                view = {k: v for k, v in view.items() if k in keep}
+            sources.append(view)
+        pages = max(1, math.ceil(total / page_size))
+        return {
+            "success": True,
+            "message": "Success",
+            "sources": sources,
+            "total": total,
+            "pagination": {
+                "page": page,
+                "page_size": page_size,
+                "total": total,
+                "total_pages": pages,
+                "has_next": page < pages,
+                "has_previous": page > 1,
+            },
+        }
+
+    # ---- inspect ---------------------------------------------------------------------------
+    def inspect(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        item_id: str,
+        *,
+        mode: str,
+        expiry_seconds: int,
+        url_for: Callable[[str, str, int, str, str], str],
+    ) -> dict[str, Any]:
+        if mode not in ("content", "url", "both"):
+            raise _bad("'mode' must be content, url or both")
+        if not 1 <= expiry_seconds <= 7 * 86400:
+            raise _bad("'expiry_seconds' must be from 1 to 604800")
+        ref, rec = self._require_item(principal, database, collection, item_id)
+        d = rec.data
+        out: dict[str, Any] = {
+            "id": item_id,
+            "success": True,
+            "message": "Success",
+            "error": "",
+            "title": d.get("title") or "",
+            "type": d.get("source_type"),
+            "indexing_status": d.get("status"),
+        }
+        key = str(d.get("blob_key") or "")
+        try:
+            size = self._c.blobs.size(principal.org, key)
+        except BlobNotFound:
+            size = 0
+        ctype = str(
+            d.get("content_type")
+            or ("application/json" if d.get("source_type") != "file" else "application/octet-stream")
+        )
+        out.update(content_type=ctype, size_bytes=size)
+        if mode in ("content", "both"):
+            out["content"] = self._content_text(principal.org, ref, d)
+            out["inferred_content"] = self._inferred(principal.org, ref)
+        if mode in ("url", "both"):
+            filename = str(d.get("filename") or d.get("title") or item_id)
+            out["presigned_url"] = url_for(principal.org, key, expiry_seconds, filename, ctype)
+            out["expires_in"] = expiry_seconds
+        return out
+
+    def _content_text(self, org: str, ref: ItemRef, d: dict[str, Any]) -> str:
+        chunks = self._chunks(org, ref)
+        if chunks:
+            return "\n\n".join(
+                c.text
+                for c in chunks
+                if c.title != "__inferred__" and not c.text.startswith("Inferred from conversation: ")
+            )
+        if d.get("source_type") != "file":
+            try:
+                body = json.loads(self._c.blobs.get(org, str(d.get("blob_key"))))
+            except (BlobNotFound, ValueError):
+                return ""
+            if body.get("pairs"):
+                return "\n\n".join(f"User: {p['user']}\nAssistant: {p['assistant']}" for p in body["pairs"])
+            return str(body.get("text") or "")
+        return ""
+
+    def opening_words(
+        self, principal: Principal, database: str, collection: str, store: str, item_ids: list[str], words: int = 8
+    ) -> dict[str, str]:
+        """The first words of untitled memories and app items (what they say, rather than their ids), read from
+        their stored bodies: one blob read each, for the rows a page shows."""
+        out: dict[str, str] = {}
+        for item_id in item_ids:
+            rec = self._items.get(principal.org, ItemRef(database, collection, store, item_id))
+            if rec is None or rec.data.get("title") or rec.data.get("source_type") == "file":
+                continue
+            try:
+                body = json.loads(self._c.blobs.get(principal.org, str(rec.data.get("blob_key"))))
+            except (BlobNotFound, ValueError):
+                continue
+            pairs = body.get("pairs") if isinstance(body, dict) else None
+            text = (
+                " ".join(str(p.get("user") or p.get("assistant") or "") for p in pairs[:1])
+                if pairs
+                else str(body.get("text") or "" if isinstance(body, dict) else "")
+            )
+            said = text.split()
+            if said:
+                out[item_id] = " ".join(said[:words]) + (" …" if len(said) > words else "")
+        return out
+
+    def _inferred(self, org: str, ref: ItemRef) -> str:
+        return "\n".join(
+            c.text.removeprefix("Inferred from conversation: ")
+            for c in self._chunks(org, ref)
+            if c.text.startswith("Inferred from conversation: ")
+        )
+
+    def _chunks(self, org: str, ref: ItemRef) -> list[Any]:
+        idx = self._c.search_index
+        if idx is None:
+            return []
+        return sorted(
+            idx.item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id),  # type: ignore[arg-type]
+            key=lambda c: c.position,
+        )
+
+    # ---- chunks ----------------------------------------------------------------------------
+    def chunks(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        item_id: str,
+        store: str | None,
+        *,
+        offset: int,
+        limit: int,
+    ) -> dict[str, Any]:
+        if not 1 <= limit <= 1000 or offset < 0:
+            raise _bad("'limit' must be from 1 to 1000 and 'offset' 0 or more")
+        ref, rec = self._require_item(principal, database, collection, item_id, store)
+        all_chunks = self._chunks(principal.org, ref)
+        page = all_chunks[offset : offset + limit]
+        return {
+            "id": item_id,
+            "type": ref.store,
+            "indexing_status": rec.data.get("status"),
+            "total": len(all_chunks),
+            "chunks": [
+                {
+                    "chunk_id": c.chunk_id,
+                    "position": c.position,
+                    "text": c.text,
+                    "title": c.title,
+                    "metadata": c.metadata,
+                    "additional_metadata": c.additional_metadata,
+                }
+                for c in page
+            ],
+            "next_offset": offset + limit if offset + limit < len(all_chunks) else None,
+        }
+
+    # ---- delete ----------------------------------------------------------------------------
+    def delete(
+        self, principal: Principal, database: str, collection: str, store: str, ids: list[str]
+    ) -> dict[str, Any]:
+        self._databases.require(principal, database)
+        if not ids:
+            raise _bad("'ids' must list at least one id")
+        results: list[dict[str, Any]] = []
+        for item_id in dict.fromkeys(ids):
+            ref = ItemRef(database, collection, store, item_id)
+            # Under the item's lock: an in-flight version either wrote before (and is purged now) or finds the
+            # record gone afterwards and writes nothing, so nothing of the item stays findable.
+            with self._items.lock(principal.org, ref):
+                if self._items.get(principal.org, ref) is None:
+                    results.append({"id": item_id, "deleted": False, "error": "not found"})
+                    continue
+                self.purge_item(principal.org, ref)
+            results.append({"id": item_id, "deleted": True, "error": ""})
+        deleted = sum(1 for r in results if r["deleted"])
+        return {
+            "success": deleted == len(results),
+            "message": f"{deleted} deleted",
+            "deleted_count": deleted,
+            "user_memory_deleted": deleted if store == "memory" else 0,
+            "results": results,
+        }
+
+    def purge_item(self, org: str, ref: ItemRef) -> None:
+        """Remove an item from every store: chunks and vectors, graphs, blobs, then its record."""
+        if self._c.search_index is not None:
+            self._c.search_index.delete_item(
+                org,
+                ref.database,
+                ref.collection,
+                ref.store,  # type: ignore[arg-type]
+                ref.item_id,
+            )
+        for purge in self._purgers:
+            purge(org, ref)
+        prefix = f"{rk.blob_scope_prefix(ref.database, ref.collection)}{ref.store}/{quote(ref.item_id, safe='')}/"
+        self._c.blobs.delete_prefix(org, prefix)
+        self._c.records.delete(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
+        self._c.records.delete(org, ITEM, ref.pk, ref.item_id)
+
+    # ---- metadata --------------------------------------------------------------------------
+    def update_metadata(
+        self,
+        principal: Principal,
+        database: str,
+        collection: str,
+        item_id: str,
+        database_metadata: Any,
+        additional_metadata: Any,
+    ) -> dict[str, Any]:
+        if database_metadata is None and additional_metadata is None:
+            raise _bad("send 'database_metadata' and/or 'additional_metadata'")
+        for name, value, cap in (
+            ("database_metadata", database_metadata, METADATA_CAP_BYTES),
+            ("additional_metadata", additional_metadata, ADDITIONAL_METADATA_CAP_BYTES),
+        ):
+            if value is not None:
+                if not isinstance(value, dict):
+                    raise _bad(f"'{name}' must be an object")
+                size = len(json.dumps(value, separators=(",", ":")).encode())
+                if size > cap:
+                    raise _bad(f"'{name}' is {size} bytes; the limit is {cap} bytes")
+        db = self._databases.require(principal, database)
+        schema = [ms.parse_field(f, "schema") for f in db.data.get("metadata_schema", [])]
+        if database_metadata:
+            ms.validate_metadata(schema, database_metadata, "database_metadata")
+        ref, _ = self._require_item(principal, database, collection, item_id)
+        # The lock orders concurrent merges and the pipeline's index step, so every chunk ends with the
+        # record's merged metadata (each PATCH writes what the record holds after its own merge).
+        with self._items.lock(principal.org, ref):
+            return self._merge_metadata(principal, ref, database_metadata, additional_metadata)
+
+    def _merge_metadata(
+        self, principal: Principal, ref: ItemRef, database_metadata: Any, additional_metadata: Any
+    ) -> dict[str, Any]:
+        database, collection, item_id = ref.database, ref.collection, ref.item_id
+        rec = self._items.get(principal.org, ref)
+        if rec is None:
+            raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted")
+        for _ in range(10):
+            d = rec.data
+            md = {**(d.get("metadata") or {}), **(database_metadata or {})}
+            amd = {**(d.get("additional_metadata") or {}), **(additional_metadata or {})}
+            try:
+                self._c.records.put(
+                    principal.org,
+                    Put(
+                        ITEM,
+                        ref.pk,
+                        ref.item_id,
+                        dict(d, metadata=md, additional_metadata=amd, updated_at=self._c.clock.now()),
+                        if_version=rec.version,
+                    ),
+                )
+                break
+            except ConditionFailed:
+                fresh = self._items.get(principal.org, ref)
+                if fresh is None:
+                    raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted") from None
+                rec = fresh
+        for listener in self._metadata_listeners:
+            listener(principal.org, ref, dict(rec.data, metadata=md, additional_metadata=amd))
+        chunks = self._chunks(principal.org, ref)
+        if chunks and self._c.search_index is not None:
+            self._c.search_index.upsert(
+                principal.org, [replace(c, metadata=md, additional_metadata=amd) for c in chunks]
+            )
+        return {
+            "id": item_id,
+            "database": database,
+            "collection": collection,
+            "tenant_id": database,
+            "sub_tenant_id": collection,
+            "updated": True,
+            "database_metadata_keys": sorted((database_metadata or {}).keys()),
+            "tenant_metadata_keys": sorted((database_metadata or {}).keys()),
+            "additional_metadata_keys": sorted((additional_metadata or {}).keys()),
+            "vector_sync_required": bool(chunks),
+            "vector_synced": bool(chunks),
+            "vector_rows_synced": len(chunks),
+            "chunk_rows_matched": len(chunks),
+            "chunk_rows_modified": len(chunks),
+        }

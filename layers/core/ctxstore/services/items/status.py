@@ -1,0 +1,64 @@
+"""GET /context/status: the indexing state of items, by id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.services.access.principal import Principal
+from ctxstore.services.databases import DatabaseService
+from ctxstore.services.items.service import ItemService
+
+_MESSAGES = {
+    "queued": "accepted and waiting to be processed",
+    "processing": "being parsed, chunked and embedded",
+    "graph_creation": "searchable; relations and links are being built",
+    "completed": "indexed",
+    "errored": "indexing failed",
+}
+MAX_IDS = 1000
+
+
+class StatusService:
+    def __init__(self, databases: DatabaseService, items: ItemService) -> None:
+        self._databases = databases
+        self._items = items
+
+    def lookup(self, principal: Principal, database: str, collection: str, ids: list[str]) -> dict[str, Any]:
+        self._databases.require(principal, database)
+        if len(ids) > MAX_IDS:
+            raise ApiError(ErrorCode.INVALID_PARAMETERS, f"at most {MAX_IDS} ids per status request")
+        statuses: list[dict[str, Any]] = []
+        for item_id in ids:
+            found = self._items.find(principal.org, database, collection, item_id)
+            if found is None:
+                statuses.append(
+                    {
+                        "id": item_id,
+                        "success": False,
+                        "indexing_status": None,
+                        "error_code": "FILE_NOT_FOUND",
+                        "error_message": f"no item '{item_id}' in this database and collection",
+                        "message": "not found",
+                    }
+                )
+                continue
+            ref, rec = found
+            status = str(rec.data.get("status"))
+            statuses.append(
+                {
+                    "id": item_id,
+                    "type": ref.store,
+                    "success": status != "errored",
+                    "indexing_status": status,
+                    "error_code": rec.data.get("error_code") or "",
+                    "error_message": rec.data.get("error_message") or "",
+                    "message": _MESSAGES.get(status, status),
+                    "chunk_count": rec.data.get("chunk_count", 0),
+                    "updated_at": rec.data.get("updated_at"),
+                }
+            )
+        if all(s["error_code"] == "FILE_NOT_FOUND" for s in statuses):
+            missing = ", ".join(ids[:5])
+            raise ApiError(ErrorCode.FILE_NOT_FOUND, f"no status record for: {missing}")
+        return {"statuses": statuses}

@@ -1,0 +1,1 @@
+"""Indexing webhooks: the events the service emits, endpoints, signed deliveries and their retries."""
