@@ -168,7 +168,7 @@ def bare_embedder(texts: Sequence[str]) -> dict[str, Any]:
     from ctxstore.adapters.local.local_embedder import LocalEmbedder
     from ctxstore.config import Settings
 
-    emb = LocalEmbedder(precision=Settings().embedding_precision)
+    emb = LocalEmbedder(precision=Settings().embedding.precision)
     emb.embed_documents(["warm up the model"])
     before = load()
     t0 = time.perf_counter()

@@ -474,7 +474,7 @@ def main() -> None:
     args.skip_quality = args.skip_quality or args.latency_only
     result: dict[str, Any] = {
         "quick": args.quick,
-        "embedding_model": f"sentence-transformers/all-MiniLM-L6-v2 {Settings().embedding_precision} (onnxruntime)",
+        "embedding_model": f"sentence-transformers/all-MiniLM-L6-v2 {Settings().embedding.precision} (onnxruntime)",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_start": os.getloadavg()},
     }
     t0 = time.perf_counter()

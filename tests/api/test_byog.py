@@ -496,7 +496,7 @@ def test_rows_beyond_cap_are_dropped_silently(app: LocalApp) -> None:
 
 def test_defaults_follow_the_spec(tmp_path: Path) -> None:
     s = Settings(data_dir=tmp_path)
-    assert (s.byog_max_rows, s.byog_read_timeout_ms, s.byog_write_timeout_ms) == (10000, 8000, 30000)
+    assert (s.byog.max_rows, s.byog.read_timeout_ms, s.byog.write_timeout_ms) == (10000, 8000, 30000)
     la = make_app(tmp_path / "d")
     try:
         byog = la.services.byog
@@ -513,4 +513,4 @@ def test_defaults_follow_the_spec(tmp_path: Path) -> None:
 
 def test_cap_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXSTORE_BYOG_MAX_ROWS", "7")
-    assert Settings(data_dir=tmp_path).byog_max_rows == 7
+    assert Settings(data_dir=tmp_path).byog.max_rows == 7

@@ -69,10 +69,10 @@ def test_globals_python312_tracing_and_layers() -> None:
 
 def test_environment_names_are_settings_fields() -> None:
     env = template()["Globals"]["Function"]["Environment"]["Variables"]
-    fields = set(Settings.model_fields)
+    variables = set(Settings.variables())
     for name in env:
         if name.startswith("CTXSTORE_"):
-            assert name.removeprefix("CTXSTORE_").lower() in fields, name
+            assert name in variables, name
 
 
 def test_every_handler_file_exists_and_defines_handler() -> None:
@@ -193,8 +193,8 @@ def test_optional_bedrock_models_are_granted_only_when_set_and_only_where_used()
         "CTXSTORE_EXTRACTOR": {"If": ["HasExtractorModel", "bedrock", "none"]},
         "CTXSTORE_EXTRACTOR_MODEL_ID": {"Ref": "ExtractorModelId"},
     }
-    assert {"bedrock", "none"} <= set(Settings.model_fields["extractor"].annotation.__args__)  # type: ignore[union-attr]
-    assert {"extractor", "extractor_model_id"} <= set(Settings.model_fields)
+    assert {"bedrock", "none"} <= set(Settings.variables()["CTXSTORE_EXTRACTOR"].annotation.__args__)  # type: ignore[union-attr]
+    assert {"CTXSTORE_EXTRACTOR", "CTXSTORE_EXTRACTOR_MODEL_ID"} <= set(Settings.variables())
 
 
 def test_data_resources_are_protected() -> None:
@@ -553,8 +553,9 @@ def test_rate_limits_on_aws_are_api_gateway_throttles_not_the_per_instance_limit
         "ThrottlingBurstLimit": {"Ref": "ApiThrottleBurst"},
     }
     assert "RATE_LIMIT" not in TEMPLATE.read_text()
-    defaults = Settings.model_fields
-    assert defaults["rate_limit_per_minute"].default == 0 and defaults["query_rate_limit_per_minute"].default == 0
+    defaults = Settings.variables()
+    assert defaults["CTXSTORE_RATE_LIMIT_PER_MINUTE"].default == 0
+    assert defaults["CTXSTORE_QUERY_RATE_LIMIT_PER_MINUTE"].default == 0
 
 
 def test_no_function_reserves_concurrency_and_ingestion_starts_go_through_the_bounded_queue() -> None:

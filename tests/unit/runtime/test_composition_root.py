@@ -102,7 +102,7 @@ TRACE_PROBE = """
 import json, sys
 from ctxstore.config import Settings
 from ctxstore.runtime.lambda_observability import observed
-wrapped = observed(lambda event, context: {"ok": True}, http=False, trace=Settings().trace_aws_calls)
+wrapped = observed(lambda event, context: {"ok": True}, http=False, trace=Settings().aws.trace_aws_calls)
 print(json.dumps("aws_xray_sdk" in sys.modules))
 """
 

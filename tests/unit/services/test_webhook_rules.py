@@ -12,11 +12,12 @@ from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
 from ctxstore.adapters.local.system_clock import SystemClock
+from ctxstore.config import WebhookSettings
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.network_policy import address_refusal
 from ctxstore.pipeline.jobs import webhook_retry
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container, Options
+from ctxstore.services.container import Container
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 from ctxstore.services.webhooks.rules import (
     WEBHOOK_QUEUE,
@@ -111,13 +112,13 @@ def test_signed_headers_verify_and_unsigned_headers() -> None:
 
 
 def test_retry_schedule_is_exponential_with_full_jitter() -> None:
-    policy = webhook_retry(Options())
+    policy = webhook_retry(WebhookSettings())
     assert policy.max_attempts == 8 and policy.jitter and policy.backoff_rate == 2.0
     for attempt in range(1, 9):
         cap = min(policy.max_delay_s, policy.interval_s * 2 ** (attempt - 1))
         delays = [policy.delay(attempt) for _ in range(50)]
         assert all(0 <= d <= cap for d in delays)
-    tiny = webhook_retry(Options(webhook_max_attempts=3, webhook_retry_interval_s=0.01, webhook_retry_max_delay_s=0.02))
+    tiny = webhook_retry(WebhookSettings(max_attempts=3, retry_interval_s=0.01, retry_max_delay_s=0.02))
     assert tiny.max_attempts == 3 and tiny.delay(5) <= 0.02
 
 

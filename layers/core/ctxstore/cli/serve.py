@@ -118,10 +118,10 @@ def run_server(settings: Settings) -> int:
     connectors = services.connectors
     assert connectors is not None
     sync_runner = LocalRunner(
-        container.queue, [connector_spec(connectors)], threads=settings.connector_workers, wake=wake
+        container.queue, [connector_spec(connectors)], threads=settings.connectors.workers, wake=wake
     )
     sync_runner.start()
-    scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connector_tick_s)
+    scheduler = SchedulerLoop(connectors.scheduling, tick_s=settings.connectors.tick_s)
     scheduler.start()
     app = create_app(services, observability=observed.observability)
     # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections

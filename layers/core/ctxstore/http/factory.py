@@ -33,19 +33,20 @@ def create_app(services: Services, routers: Sequence[APIRouter]) -> FastAPI:
     app = routed_app(routers)
     app.state.services = services
     errors.install(app)
-    o = services.container.options
-    if o.backend == "aws":
+    capabilities = services.container.capabilities
+    if capabilities.serves_static_openapi:
         # A Lambda holds one router group; API Gateway routes GET /openapi.json to one of them, which answers
         # the whole API's document as shipped in the layer (scripts/export-openapi.py writes it).
         openapi_doc.install_document(app, openapi_doc.AWS_DOCUMENT)
     else:
         openapi_doc.install(app)
     # On AWS each Lambda instance serves one request at a time; the gate is for the one local process.
+    o = services.container.settings.admission
     admission = (
         Admission(
             AdmissionLimits.of(o.max_inflight_queries, o.max_inflight_ingests, o.max_inflight_other, o.admission_wait_s)
         )
-        if o.backend == "local"
+        if capabilities.admission_gate
         else None
     )
     app.add_middleware(ConventionsMiddleware, keys=services.keys, limiter=services.limiter, admission=admission)

@@ -42,7 +42,7 @@ class ServiceBackend:
 
     @property
     def allow_private_urls(self) -> bool:
-        return self._svc.container.options.allow_private_webhooks
+        return self._svc.webhooks.settings.allow_private
 
     def _charge_query(self) -> None:
         """A query or subgraph read through /mcp costs what POST /query costs: one token of the key's query

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxstore.config import WebhookSettings
 from ctxstore.pipeline.index_batches import IndexBatches
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
@@ -12,7 +13,6 @@ from ctxstore.ports.work_queue import Job
 from ctxstore.ports.workflow import INGEST_QUEUE, WorkflowStarter
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
-from ctxstore.services.container import Options
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.items.service import ItemRef
 from ctxstore.services.registry import Services
@@ -31,17 +31,19 @@ GRAPH_QUEUE = "graph"
 INDEX_BATCH = 8
 
 
-def webhook_retry(o: Options) -> RetryPolicy:
-    """Exponential backoff with full jitter between delivery attempts, bounded by webhook_max_attempts."""
+def webhook_retry(o: WebhookSettings) -> RetryPolicy:
+    """Exponential backoff with full jitter between delivery attempts, bounded by CTXSTORE_WEBHOOK_MAX_ATTEMPTS."""
     return RetryPolicy(
-        max_attempts=max(1, o.webhook_max_attempts),
-        interval_s=o.webhook_retry_interval_s,
+        max_attempts=max(1, o.max_attempts),
+        interval_s=o.retry_interval_s,
         backoff_rate=2.0,
-        max_delay_s=o.webhook_retry_max_delay_s,
+        max_delay_s=o.retry_max_delay_s,
     )
 
 
-def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
+def webhook_spec(webhooks: WebhookService) -> QueueSpec:
+    o = webhooks.settings
+
     def deliver(job: Job) -> None:
         result = webhooks.deliver(job)
         if result is not None and result.retry:
@@ -51,7 +53,7 @@ def webhook_spec(webhooks: WebhookService, o: Options) -> QueueSpec:
         WEBHOOK_QUEUE,
         deliver,
         webhook_retry(o),
-        lease_s=max(60.0, 3 * o.webhook_timeout_s),
+        lease_s=max(60.0, 3 * o.timeout_s),
         on_failure=webhooks.give_up,
     )
 
@@ -111,7 +113,7 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
         )
     )
     if svc.webhooks is not None:
-        specs.append(webhook_spec(svc.webhooks, svc.container.options))
+        specs.append(webhook_spec(svc.webhooks))
     specs.append(
         QueueSpec(
             GRAPH_QUEUE,

@@ -22,29 +22,29 @@ def connector_providers(settings: Settings) -> dict[str, ConnectorProvider]:
     """Provider implementations on their official SDKs (ctxstore.connectors), shared by both backends."""
     from ctxstore.connectors.registry import build_providers
 
-    enabled = {p.strip() for p in settings.connector_providers.split(",") if p.strip()}
+    enabled = {p.strip() for p in settings.connectors.providers.split(",") if p.strip()}
     return build_providers(enabled or None)
 
 
 def build_extractor(settings: Settings) -> Extractor | None:
     """The entity/relation extractor of the graph step: offline rules unless an LLM is configured."""
-    if settings.extractor == "none":
+    if settings.extraction.extractor == "none":
         return None
-    if settings.extractor == "llm":
+    if settings.extraction.extractor == "llm":
         from ctxstore.adapters.local.llm_extractor import LlmExtractor
 
-        if not (settings.llm_base_url and settings.llm_model):
+        if not (settings.llm.base_url and settings.llm.model):
             raise ValueError("CTXSTORE_EXTRACTOR=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
         return LlmExtractor(
-            settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+            settings.llm.base_url, settings.llm.model, api_key=settings.llm.api_key, timeout_s=settings.llm.timeout_s
         )
-    if settings.extractor == "bedrock":
+    if settings.extraction.extractor == "bedrock":
         from ctxstore.adapters.aws.bedrock_extractor import BedrockExtractor
 
-        if not settings.extractor_model_id:
+        if not settings.extraction.extractor_model_id:
             raise ValueError("CTXSTORE_EXTRACTOR=bedrock needs CTXSTORE_EXTRACTOR_MODEL_ID")
-        return BedrockExtractor(settings.extractor_model_id)
+        return BedrockExtractor(settings.extraction.extractor_model_id)
     from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
 
     # A process pool needs /dev/shm, which Lambda lacks: only the local server runs one.
-    return SpacyExtractor(processes=settings.extractor_processes if settings.backend == "local" else 0)
+    return SpacyExtractor(processes=settings.extraction.extractor_processes if settings.backend == "local" else 0)

@@ -33,7 +33,7 @@ def api_handler(group: str, uses: Sequence[str] = ()) -> LambdaEntry:
     def handle(event: dict[str, Any], context: Any) -> Any:
         return asgi(event, context)
 
-    return LambdaEntry(observed(handle, http=True, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=True, trace=settings.aws.trace_aws_calls), services)
 
 
 def console_handler() -> LambdaEntry:
@@ -51,4 +51,4 @@ def console_handler() -> LambdaEntry:
     def handle(event: dict[str, Any], context: Any) -> Any:
         return asgi(event, context)
 
-    return LambdaEntry(observed(handle, http=True, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=True, trace=settings.aws.trace_aws_calls), services)

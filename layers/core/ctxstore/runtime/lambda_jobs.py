@@ -30,7 +30,7 @@ def ingest_step_handler(step: str) -> LambdaEntry:
     def handle(event: dict[str, Any], context: Any) -> Any:
         return run(event)
 
-    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.aws.trace_aws_calls), services)
 
 
 class StarterEntry(LambdaEntry):
@@ -55,7 +55,7 @@ def ingest_starter_handler() -> LambdaEntry:
         metrics.add_metric(name="IngestStartsDeferred", unit=MetricUnit.Count, value=len(result["batchItemFailures"]))
         return result
 
-    return StarterEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services, starts)
+    return StarterEntry(observed(handle, http=False, trace=settings.aws.trace_aws_calls), services, starts)
 
 
 def _dead_lettered(spec: QueueSpec, what: str) -> QueueSpec:
@@ -86,7 +86,7 @@ def job_worker_handler() -> LambdaEntry:
         metrics.add_metric(name="JobsRun", unit=MetricUnit.Count, value=ran)
         return {"ran": ran}
 
-    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.aws.trace_aws_calls), services)
 
 
 def webhook_dispatch_handler() -> LambdaEntry:
@@ -96,7 +96,7 @@ def webhook_dispatch_handler() -> LambdaEntry:
 
     settings = Settings()
     services = Services(build_aws(settings))
-    spec = _dead_lettered(webhook_spec(services.webhooks, services.container.options), "webhook delivery given up")
+    spec = _dead_lettered(webhook_spec(services.webhooks), "webhook delivery given up")
     runner = LocalRunner(services.container.queue, [spec], threads=1)
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def webhook_dispatch_handler() -> LambdaEntry:
         metrics.add_metric(name="WebhookRetries", unit=MetricUnit.Count, value=len(result["batchItemFailures"]))
         return result
 
-    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.aws.trace_aws_calls), services)
 
 
 def connector_sync_handler() -> LambdaEntry:
@@ -122,7 +122,7 @@ def connector_sync_handler() -> LambdaEntry:
     assert connectors is not None
     runner = LocalRunner(services.container.queue, [connector_spec(connectors)], threads=1)
     # Never start a chunk that cannot finish: its time budget, the longest provider wait, a margin.
-    reserve_ms = int((settings.connector_chunk_seconds + settings.connector_max_wait_s + 60) * 1000)
+    reserve_ms = int((settings.connectors.chunk_seconds + settings.connectors.max_wait_s + 60) * 1000)
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, int]:
         queued = 0
@@ -137,4 +137,4 @@ def connector_sync_handler() -> LambdaEntry:
         metrics.add_metric(name="ConnectorChunksRun", unit=MetricUnit.Count, value=ran)
         return {"queued": queued, "ran": ran}
 
-    return LambdaEntry(observed(handle, http=False, trace=settings.trace_aws_calls), services)
+    return LambdaEntry(observed(handle, http=False, trace=settings.aws.trace_aws_calls), services)

@@ -8,8 +8,8 @@ import logging
 from ctxstore.adapters.local.data_dir_format import DataDirTooNew, open_data_dir
 from ctxstore.config import Settings
 from ctxstore.ports.work_queue import WorkSignal
+from ctxstore.runtime.capabilities import capabilities_of
 from ctxstore.runtime.common_ports import build_extractor, connector_providers, webhook_sender
-from ctxstore.runtime.options import options_from
 from ctxstore.services.container import Container
 
 __all__ = ["DataDirTooNew", "build_local", "local_work_signal", "recover_local"]
@@ -34,7 +34,8 @@ def build_local(settings: Settings) -> Container:
         blobs=FsBlobStore(data / "blobs", signing_key=load_signing_key(data / "url_signing.key")),
         queue=SqliteWorkQueue(db),
         clock=SystemClock(),
-        options=options_from(settings),
+        settings=settings,
+        capabilities=capabilities_of(settings),
         scheduler=SqliteScheduler(db),
         vault=AesGcmVault(data / "connector_credentials.key"),
     )
@@ -58,32 +59,32 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     c.search_index = index
     c.embedder = CachedEmbedder(
         LocalEmbedder(
-            precision=settings.embedding_precision,
+            precision=settings.embedding.precision,
             document_threads=document_threads_per_worker(settings.workers),
             document_sessions=settings.workers,  # each worker's document calls on a session of its own
         )
     )
     c.inferrer = RuleInferrer()
-    if settings.inferrer == "llm":
+    if settings.extraction.inferrer == "llm":
         from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer
 
-        if not (settings.llm_base_url and settings.llm_model):
+        if not (settings.llm.base_url and settings.llm.model):
             raise ValueError("CTXSTORE_INFERRER=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
         llm = LlmMemoryInferrer(
-            settings.llm_base_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+            settings.llm.base_url, settings.llm.model, api_key=settings.llm.api_key, timeout_s=settings.llm.timeout_s
         )
         c.inferrer = llm
         c.closers.append(llm.close)
     c.closers.append(index.close)
-    if settings.rerank_url:  # thinking mode orders its pool with it; the offline rerank answers if it fails
+    if settings.rerank.url:  # thinking mode orders its pool with it; the offline rerank answers if it fails
         from ctxstore.adapters.local.http_reranker import HttpReranker
 
         reranker = HttpReranker(
-            settings.rerank_url,
-            api=settings.rerank_api,
-            model=settings.rerank_model,
-            api_key=settings.rerank_api_key,
-            timeout_s=settings.rerank_timeout_s,
+            settings.rerank.url,
+            api=settings.rerank.api,
+            model=settings.rerank.model,
+            api_key=settings.rerank.api_key,
+            timeout_s=settings.rerank.timeout_s,
         )
         c.reranker = reranker
         c.closers.append(reranker.close)
@@ -96,9 +97,9 @@ def _add_local_graph(c: Container, settings: Settings) -> None:
 
     engine = FalkorEngine(
         settings.data_dir / "graph",
-        timeout_default_ms=settings.byog_read_timeout_ms,
-        timeout_max_ms=max(settings.byog_read_timeout_ms, settings.byog_write_timeout_ms),
-        resultset_size=settings.byog_max_rows if settings.byog_max_rows > 0 else -1,
+        timeout_default_ms=settings.byog.read_timeout_ms,
+        timeout_max_ms=max(settings.byog.read_timeout_ms, settings.byog.write_timeout_ms),
+        resultset_size=settings.byog.max_rows if settings.byog.max_rows > 0 else -1,
     )
     graph = FalkorGraphStore(engine)
     c.graph = graph

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast, overload
 
+from ctxstore.config import Settings
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.connector_provider import ConnectorProvider
@@ -27,43 +28,22 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Options:
-    """Service-wide knobs, taken from settings by bootstrap."""
+class Capabilities:
+    """What this deployment can do, decided by the composition root (the one place that knows the backend)."""
 
-    backend: str = "local"
-    max_databases_per_org: int = 0  # 0: no plan limit
-    rate_limit_per_minute: int = 0  # 0: off
-    rate_limit_burst: int = 0
-    query_rate_limit_per_minute: int = 0
-    max_upload_bytes: int = 50 * 1024 * 1024
-    byog_max_rows: int = 10000  # result-set cap; rows beyond it are dropped silently
-    byog_cluster_name: str = "local"
-    byog_read_timeout_ms: int = 8000
-    byog_write_timeout_ms: int = 30000
+    # Item and sync locks held in this process's memory (one `serve` process) rather than leased in the store
+    # (many Lambda instances).
+    single_process: bool = True
+    # GET /openapi.json answers the document shipped in the layer (a Lambda holds one router group of the API).
+    serves_static_openapi: bool = False
+    # The in-process admission gate (http/admission.py): for the one local process; a Lambda instance serves
+    # one request at a time.
+    admission_gate: bool = True
+    # Console uploads above this many bytes go to blob storage by reference (0: only the file-size cap).
+    console_inline_upload_max_bytes: int = 0
     # BYOG collections the graph store hosts: None = every one (local FalkorDB); on AWS only the
     # `<org>/<graph name>` keys an operator mapped to a graph of their own (CTXSTORE_BYOG_GRAPH_IDS).
     byog_graphs: frozenset[str] | None = None
-    allow_private_webhooks: bool = False  # let webhooks target loopback/private addresses
-    console_inline_upload_max_bytes: int = 0  # console uploads above go by reference (0: by backend)
-    # Admission control (http/admission.py): requests at once per class; 0 turns a class's gate off.
-    max_inflight_queries: int = 6
-    max_inflight_ingests: int = 4
-    max_inflight_other: int = 12
-    admission_wait_s: float = 2.0
-    webhook_timeout_s: float = 10.0
-    webhook_max_attempts: int = 8  # then a delivery is permanently_failed
-    webhook_retry_interval_s: float = 30.0  # first backoff; doubles per attempt, full jitter
-    webhook_retry_max_delay_s: float = 3600.0
-    # Connectors (docs/connectors.md): API base and OAuth token URL per provider, fixed by the server.
-    connector_urls: dict[str, tuple[str, str]] = field(default_factory=dict)
-    connector_chunk_objects: int = 2000  # a sync chunk ends at the first checkpoint past this many objects...
-    connector_chunk_seconds: float = 60.0  # ...or this long; the rest continues in the next chunk
-    connector_continue_after_s: float = 1.0  # pause before the next chunk of an unfinished sync
-    connector_max_wait_s: float = 60.0  # longest provider Retry-After sat out inside a sync
-    connector_http_timeout_s: float = 30.0
-    connector_min_interval_s: int = 0  # > 0: lowers every provider's minimum sync interval to this
-    connector_reconcile_interval_s: int = -1  # >= 0: replaces every provider's reconcile cadence
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _Slot(Generic[T]):
@@ -134,11 +114,14 @@ class Container:
     def __init__(
         self,
         *,
-        options: Options | None = None,
+        settings: Settings | None = None,
+        capabilities: Capabilities | None = None,
         factories: Mapping[str, Callable[[], Any]] | None = None,
         **ports: Any,
     ) -> None:
-        self.options = options or Options()
+        # The settings the services take their groups from; a bare container has the defaults (no environment).
+        self.settings = settings or Settings.model_construct()
+        self.capabilities = capabilities or Capabilities()
         self.closers: list[Any] = []
         self._build_lock = threading.RLock()
         unknown = [n for n in [*ports, *(factories or {})] if not isinstance(getattr(Container, n, None), _Slot)]

@@ -33,8 +33,9 @@ def _infra(ready: bool) -> dict[str, Any]:
 
 
 class DatabaseService:
-    def __init__(self, c: Container, purgers: list[ScopePurger] | None = None) -> None:
+    def __init__(self, c: Container, purgers: list[ScopePurger] | None = None, *, max_per_org: int = 0) -> None:
         self._c = c
+        self._max_per_org = max_per_org  # the plan limit (CTXSTORE_MAX_DATABASES_PER_ORG); 0: none
         self._purgers: list[ScopePurger] = list(purgers or [])
 
     def add_purger(self, purger: ScopePurger) -> None:
@@ -128,7 +129,7 @@ class DatabaseService:
         validate_database_name(database)
         principal.check_database(database)
         schema = ms.parse_schema(schema_raw, field)
-        limit = self._c.options.max_databases_per_org
+        limit = self._max_per_org
         if limit and self._c.records.count(principal.org, rk.DATABASE, "") >= limit:
             raise ApiError(ErrorCode.FORBIDDEN, f"plan limit reached: at most {limit} databases per organisation")
         existing = self._c.records.get(principal.org, rk.DATABASE, "", database)

@@ -42,7 +42,7 @@ class Services:
     def limiter(self) -> RateLimiter:
         from ctxstore.services.access.rate_limit import RateLimiter
 
-        o = self.container.options
+        o = self.container.settings.limits
         return RateLimiter(
             {
                 "default": (o.rate_limit_per_minute, o.rate_limit_burst or o.rate_limit_per_minute),
@@ -57,7 +57,7 @@ class Services:
     def webhooks(self) -> WebhookService:
         from ctxstore.services.webhooks.service import WebhookService
 
-        return WebhookService(self.container)
+        return WebhookService(self.container, settings=self.container.settings.webhooks)
 
     @cached_property
     def keys(self) -> KeyService:
@@ -69,7 +69,7 @@ class Services:
     def databases(self) -> DatabaseService:
         from ctxstore.services.databases import DatabaseService
 
-        databases = DatabaseService(self.container)
+        databases = DatabaseService(self.container, max_per_org=self.container.settings.limits.max_databases_per_org)
         if self._has_graph:  # a database or collection purge removes its share of both graphs
             databases.add_purger(self._purge_scope_graphs)
         return databases
@@ -78,7 +78,7 @@ class Services:
     def items(self) -> ItemService:
         from ctxstore.services.items.service import ItemService
 
-        return ItemService(self.container)
+        return ItemService(self.container, single_process=self.container.capabilities.single_process)
 
     @cached_property
     def sources(self) -> SourceService:
@@ -106,7 +106,8 @@ class Services:
     def byog(self) -> ByogService | None:
         from ctxstore.services.byog.service import ByogService
 
-        return ByogService(self.container)
+        c = self.container
+        return ByogService(c, c.settings.byog, hosted=c.capabilities.byog_graphs)
 
     @cached_property
     def graphs(self) -> GraphService | None:
@@ -135,7 +136,16 @@ class Services:
     def connectors(self) -> ConnectorService | None:
         from ctxstore.services.connectors import ConnectorService
 
-        return ConnectorService(self.container, self.databases, self.ingest, self.sources, self.items)
+        c = self.container
+        return ConnectorService(
+            c,
+            self.databases,
+            self.ingest,
+            self.sources,
+            self.items,
+            settings=c.settings.connectors,
+            single_process=c.capabilities.single_process,
+        )
 
     # ---- wiring that resolves the graph service only when a purge or change happens ---------------------
     @property

@@ -17,22 +17,20 @@ from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload, parse_ingest
 from ctxstore.domain.scopes import validate_collection_name
 from ctxstore.parsing.formats import classify
+from ctxstore.services.container import Capabilities
 
 router = APIRouter()
 
 PAGE_SIZE = 20
-# Lambda takes at most 6 MB per request, and an HTTP API hands it a file's bytes base64-encoded (4/3 as
-# many): past 4 MiB a console upload on AWS goes to S3 by reference (POST /context/uploads' grant).
-AWS_INLINE_MAX_BYTES = 4 * 1024 * 1024
 STATUSES = ["queued", "processing", "graph_creation", "completed", "errored"]
 TERMINAL = {"completed", "errored"}
 
 
-def inline_max_bytes(options: Any) -> int:
-    """The largest file the console sends in its own request; larger ones go to blob storage first."""
-    if options.console_inline_upload_max_bytes > 0:
-        return int(min(options.console_inline_upload_max_bytes, MAX_FILE_BYTES))
-    return AWS_INLINE_MAX_BYTES if options.backend == "aws" else MAX_FILE_BYTES
+def inline_max_bytes(capabilities: Capabilities) -> int:
+    """The largest file the console sends in its own request; larger ones go to blob storage first (the
+    composition root sets the deployment's limit: 4 MiB on AWS, where Lambda caps a request at 6 MB)."""
+    limit = capabilities.console_inline_upload_max_bytes
+    return min(limit, MAX_FILE_BYTES) if limit > 0 else MAX_FILE_BYTES
 
 
 def _store(value: str | None) -> str:
@@ -103,7 +101,7 @@ def _page(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         collections=collections,
         listing=_listing(caller, db, q),
         max_mb=MAX_FILE_BYTES // (1024 * 1024),
-        inline_max=inline_max_bytes(caller.services.container.options),
+        inline_max=inline_max_bytes(caller.services.container.capabilities),
         **values,
     )
 

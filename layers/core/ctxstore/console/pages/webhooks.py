@@ -39,7 +39,7 @@ def _page(request: Request, caller: web.Caller, status: int = 200, **values: Any
         deliveries=(deliveries or {}).get("deliveries", []),
         statuses=DELIVERY_STATUSES,
         wanted=wanted or "",
-        allow_private=caller.services.container.options.allow_private_webhooks,
+        allow_private=caller.services.webhooks.settings.allow_private,
         **values,
     )
 

@@ -21,6 +21,7 @@ import math
 import re
 from typing import Any
 
+from ctxstore.config import ByogSettings
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.scopes import validate_database_name
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphStore, GraphTimeout
@@ -69,13 +70,17 @@ def graph_name(database: str, collection: str) -> str:
 
 
 class ByogService:
-    def __init__(self, c: Container) -> None:
+    def __init__(
+        self, c: Container, settings: ByogSettings | None = None, *, hosted: frozenset[str] | None = None
+    ) -> None:
+        """`hosted`: the BYOG collections the graph store hosts (None: every one), as the composition root set."""
         self._c = c
-        o = c.options
-        self.cluster = o.byog_cluster_name
-        self.max_rows = o.byog_max_rows
-        self.read_timeout_ms = o.byog_read_timeout_ms
-        self.write_timeout_ms = o.byog_write_timeout_ms
+        o = settings or ByogSettings()
+        self.cluster = o.cluster_name
+        self.max_rows = o.max_rows
+        self.read_timeout_ms = o.read_timeout_ms
+        self.write_timeout_ms = o.write_timeout_ms
+        self._hosted = hosted
 
     @property
     def _graph(self) -> GraphStore:
@@ -85,7 +90,7 @@ class ByogService:
 
     def _check_hosted(self, org: str, database: str, collection: str | None = None) -> None:
         """Refuse (403) a database or collection this deployment's graph store cannot host for BYOG."""
-        hosted = self._c.options.byog_graphs
+        hosted = self._hosted
         if hosted is None:
             return
         if collection is not None:

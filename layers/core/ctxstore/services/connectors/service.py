@@ -12,15 +12,12 @@ import uuid
 from typing import Any
 
 from ctxstore import observability as obs
+from ctxstore.config import ConnectorSettings
 from ctxstore.domain import connector_rules as rules
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import json_object
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
-from ctxstore.ports.connector_provider import (
-    ConnectorProvider,
-    ProviderContext,
-    ProviderError,
-)
+from ctxstore.ports.connector_provider import ConnectorProvider, ProviderContext, ProviderError
 from ctxstore.ports.records import ConditionFailed, Delete, Put
 from ctxstore.ports.work_queue import Job
 from ctxstore.services import record_kinds as rk
@@ -65,29 +62,33 @@ class ConnectorService:
         ingest: IngestService,
         sources: SourceService,
         items: ItemService,
+        *,
+        settings: ConnectorSettings | None = None,
+        single_process: bool = True,
     ) -> None:
+        """`single_process`: locks and sync leases may live in this process (Capabilities.single_process)."""
         self._c = c
+        self.settings = o = settings or ConnectorSettings()
         self._databases = databases
         self._items = items
         self.providers: dict[str, ConnectorProvider] = dict(c.connector_providers)
         self.store = ConnectorStore(c.records)
         self.scheduling = SyncScheduling(c.queue, c.scheduler, c.clock)
-        o = c.options
         self._stop = threading.Event()
         self._creds = CredentialStore(c.records, c.vault, c.clock) if c.vault is not None else None
-        locks = ItemLocks(c.records, single_process=o.backend == "local")
+        locks = ItemLocks(c.records, single_process=single_process)
         self._auth = (
             ConnectorAuth(self._creds, self.store, locks, c.clock, self._context_defaults)
             if self._creds is not None
             else None
         )
         self.limits = SyncLimits(
-            chunk_objects=max(1, o.connector_chunk_objects),
-            chunk_seconds=max(1.0, o.connector_chunk_seconds),
-            continue_after_s=max(0.0, o.connector_continue_after_s),
-            lease_s=o.connector_chunk_seconds + 2 * o.connector_max_wait_s + 4 * o.connector_http_timeout_s + 60,
-            single_process=o.backend == "local",
-            reconcile_interval_s=o.connector_reconcile_interval_s if o.connector_reconcile_interval_s >= 0 else None,
+            chunk_objects=max(1, o.chunk_objects),
+            chunk_seconds=max(1.0, o.chunk_seconds),
+            continue_after_s=max(0.0, o.continue_after_s),
+            lease_s=o.chunk_seconds + 2 * o.max_wait_s + 4 * o.http_timeout_s + 60,
+            single_process=single_process,
+            reconcile_interval_s=o.reconcile_interval_s if o.reconcile_interval_s >= 0 else None,
         )
         self.resources = ConnectorResources(self)
         self.runner = (
@@ -111,22 +112,22 @@ class ConnectorService:
         self._stop.set()
 
     def _context_defaults(self, provider: str) -> dict[str, Any]:
-        o = self._c.options
-        base_url, token_url = o.connector_urls.get(provider, ("", ""))
+        o = self.settings
+        base_url, token_url = o.urls(provider)
         return {
             "base_url": base_url,
             "token_url": token_url or None,
             "sleep": self._stop.wait,
             "rate_limited": lambda seconds: obs.observe(obs.CONNECTOR_RATE_LIMIT_WAIT, seconds, provider=provider),
             "now": self._c.clock.now,
-            "http_timeout_s": o.connector_http_timeout_s,
-            "max_wait_s": o.connector_max_wait_s,
+            "http_timeout_s": o.http_timeout_s,
+            "max_wait_s": o.max_wait_s,
         }
 
     def _bounds(self, provider: ConnectorProvider) -> tuple[int, int, int]:
         """(default, min, max) sync_interval_seconds; the server may lower every provider's floor."""
         i = provider.info
-        floor = self._c.options.connector_min_interval_s
+        floor = self.settings.min_interval_s
         low = min(i.min_sync_interval_s, floor) if floor > 0 else i.min_sync_interval_s
         return i.default_sync_interval_s, low, i.max_sync_interval_s
 

@@ -66,9 +66,10 @@ def new_version() -> str:
 
 
 class ItemService:
-    def __init__(self, c: Container) -> None:
+    def __init__(self, c: Container, *, single_process: bool = True) -> None:
+        """`single_process`: the item locks may live in this process's memory (Capabilities.single_process)."""
         self._c = c
-        self._locks = ItemLocks(c.records, single_process=c.options.backend == "local")
+        self._locks = ItemLocks(c.records, single_process=single_process)
 
     def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
         """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxstore import observability as obs
+from ctxstore.config import WebhookSettings
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.network_policy import address_refusal
@@ -69,8 +70,11 @@ from ctxstore.services.webhooks.rules import (
 
 
 class WebhookService:
-    def __init__(self, c: Container, sender: HttpSender | None = None) -> None:
+    def __init__(
+        self, c: Container, sender: HttpSender | None = None, *, settings: WebhookSettings | None = None
+    ) -> None:
         self._c = c
+        self.settings = settings or WebhookSettings()
         self._sender = sender  # None: the container's sender, read when a delivery or vetting first needs it
 
     # ---- target vetting ----------------------------------------------------------------------
@@ -90,7 +94,7 @@ class WebhookService:
             raise TargetUnresolvable(f"host '{host}' does not resolve: {exc}") from None
         if not addresses:
             raise TargetUnresolvable(f"host '{host}' does not resolve")
-        allow = self._c.options.allow_private_webhooks
+        allow = self.settings.allow_private
         for ip in addresses:
             reason = address_refusal(ip, allow_private=allow)
             if reason is not None:
@@ -319,7 +323,7 @@ class WebhookService:
             target.url,
             body.encode(),
             headers,
-            self._c.options.webhook_timeout_s,
+            self.settings.timeout_s,
             connect_ip=target.connect_ip,
         )
         if status is None:
