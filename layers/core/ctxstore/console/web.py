@@ -6,14 +6,14 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from ctxstore.console import outcomes as outcome_store
@@ -23,6 +23,9 @@ from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.http.context import get_context
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.registry import Services
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "ctxstore_console"
@@ -95,19 +98,25 @@ def size(n: int | float | None) -> str:
     return f"{value:.1f} TB"
 
 
-# CommonMark with raw HTML off: a `<script>` in an item is shown as text; markdown-it also refuses
-# javascript:/vbscript:/file: links and data: links other than images.
-_markdown = MarkdownIt("commonmark", {"html": False})
+@cache
+def _markdown() -> MarkdownIt:
+    """CommonMark with raw HTML off: a `<script>` in an item is shown as text; markdown-it also refuses
+    javascript:/vbscript:/file: links and data: links other than images. Built on first use: only item
+    pages need it, and the console's Lambda cold start should not pay for it."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False})
 
 
 def markdown(text: str | None) -> Markup:
     """An item's text as HTML. Its headings start at h3: the page's h1 is the item and its h2 the section."""
-    tokens = _markdown.parse(text or "")
+    md = _markdown()
+    tokens = md.parse(text or "")
     for t in tokens:
         if t.type in ("heading_open", "heading_close"):
             t.tag = f"h{min(6, int(t.tag[1]) + 2)}"
     # Safe: markdown-it escapes every raw HTML tag (html off).
-    return Markup(_markdown.renderer.render(tokens, _markdown.options, {}))
+    return Markup(md.renderer.render(tokens, md.options, {}))
 
 
 templates.filters["relative"] = relative
