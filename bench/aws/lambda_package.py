@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+from tests.support.cfn_template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = ROOT / ".aws-sam" / "package-check"
@@ -134,7 +135,7 @@ def packages(build_dir: Path = BUILD_DIR) -> dict[str, FunctionPackage]:
     glob_fn = built.get("Globals", {}).get("Function", {})
     glob_env = glob_fn.get("Environment", {}).get("Variables", {})
     glob_layers = [layer["Ref"] for layer in glob_fn.get("Layers", [])]
-    source: dict[str, Any] = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CfnLoader)
+    source: dict[str, Any] = load_template(ROOT / "template.yaml")
     out: dict[str, FunctionPackage] = {}
     for logical_id, res in built["Resources"].items():
         if res["Type"] != "AWS::Serverless::Function":
@@ -196,21 +197,6 @@ def lambda_sys_path(pkg: FunctionPackage, build_dir: Path = BUILD_DIR) -> list[s
 def lambda_env(pkg: FunctionPackage) -> dict[str, str]:
     """Only what Lambda would set: the template's variables, the runtime's, fake credentials; nothing inherited."""
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **pkg.env, **FAKE_AWS_ENV}
-
-
-class _CfnLoader(yaml.SafeLoader):
-    """Keeps CloudFormation short-form tags (!Ref, !GetAtt, ...) as plain values."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return {suffix: loader.construct_scalar(node)}
-    if isinstance(node, yaml.SequenceNode):
-        return {suffix: loader.construct_sequence(node, deep=True)}
-    return {suffix: loader.construct_mapping(node, deep=True)}  # type: ignore[arg-type]
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
 
 
 # A fresh `python3.12 -S` process whose sys.path is only the function's folder and its layers (PYTHONPATH, cwd =

@@ -376,20 +376,25 @@ class RecordingAdapter(BaseAdapter):
         req = Request(request.method or "", url.path, parse_qs(url.query), body, dict(request.headers))
         self.requests.append(req)
         status, payload = self.collection.handle(req)
-        resp = requests.Response()
-        resp.status_code = status
-        resp._content = b"" if payload is None else json.dumps(payload).encode()
-        resp.headers["content-type"] = "application/json"
-        resp.request = request
-        resp.url = request.url or ""
-        return resp
+        return json_response(request, status, b"" if payload is None else json.dumps(payload).encode())
 
     def close(self) -> None:
         pass
 
 
-def connection_class(adapter: RecordingAdapter) -> type[RequestsHttpConnection]:
-    """opensearch-py's RequestsHttpConnection with the recording adapter mounted on its session."""
+def json_response(request: requests.PreparedRequest, status: int, content: bytes) -> requests.Response:
+    """The response a transport adapter hands back to opensearch-py's requests session."""
+    resp = requests.Response()
+    resp.status_code = status
+    resp._content = content
+    resp.headers["content-type"] = "application/json"
+    resp.request = request
+    resp.url = request.url or ""
+    return resp
+
+
+def connection_class(adapter: BaseAdapter) -> type[RequestsHttpConnection]:
+    """opensearch-py's RequestsHttpConnection with a transport adapter (recording, or remote) mounted on its session."""
 
     class Recorded(RequestsHttpConnection):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

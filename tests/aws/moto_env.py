@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import yaml
 from moto import mock_aws
+
+from tests.support.cfn_template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -57,21 +58,6 @@ def _serialise_moto_requests() -> None:
 _serialise_moto_requests()
 
 
-class _CfnLoader(yaml.SafeLoader):
-    """YAML loader that keeps CloudFormation short-form tags (!Ref, !Sub, ...) as plain values."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return {suffix: loader.construct_scalar(node)}
-    if isinstance(node, yaml.SequenceNode):
-        return {suffix: loader.construct_sequence(node, deep=True)}
-    return {suffix: loader.construct_mapping(node, deep=True)}  # type: ignore[arg-type]
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
-
-
 @cache
 def set_minimal_aws_env(monkeypatch: Any, **extra: str) -> None:
     """The least CTXSTORE_* environment `build_aws(Settings())` accepts, plus `extra` (for wiring tests)."""
@@ -88,7 +74,7 @@ def set_minimal_aws_env(monkeypatch: Any, **extra: str) -> None:
 
 
 def template() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)
+    data: dict[str, Any] = load_template(TEMPLATE)
     return data
 
 

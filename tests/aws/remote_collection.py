@@ -15,11 +15,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import requests
-from opensearchpy import RequestsHttpConnection
 from requests.adapters import BaseAdapter
 
 from tests.aws import fake_opensearch
-from tests.aws.fake_opensearch import FakeCollection, Request
+from tests.aws.fake_opensearch import FakeCollection, Request, json_response
 
 
 def _has_fast(value: Any, wanted: list[Any]) -> bool:
@@ -83,24 +82,7 @@ class RemoteTransport(BaseAdapter):
         raw = body if isinstance(body, bytes) else str(body).encode()
         self.sent.append((request.method or "", url.path, len(raw)))
         status, payload = self.server.handle(request.method or "", url.path, url.query, raw)
-        resp = requests.Response()
-        resp.status_code = status
-        resp._content = payload
-        resp.headers["content-type"] = "application/json"
-        resp.request = request
-        resp.url = request.url or ""
-        return resp
+        return json_response(request, status, payload)
 
     def close(self) -> None:
         pass
-
-
-def connection_class(transport: RemoteTransport) -> type[RequestsHttpConnection]:
-    """opensearch-py's RequestsHttpConnection with the remote transport mounted on its session."""
-
-    class Remote(RequestsHttpConnection):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.session.mount("https://", transport)
-
-    return Remote

@@ -33,11 +33,12 @@ from ctxstore.domain.ingest_request import MAX_FILE_BYTES
 from ctxstore.pipeline.ingest_pipeline import PUBLISH_BYTES, PUBLISH_DOCS, doc_bytes
 from ctxstore.pipeline.ingest_steps import WORK_BATCH
 from tests.aws import sfn_harness as h
+from tests.aws.fake_opensearch import connection_class as remote_connection
 from tests.aws.moto_env import REGION, ROOT, AwsNames, MotoWorld, resource, template
 from tests.aws.remote_collection import RemoteTransport, start_server
-from tests.aws.remote_collection import connection_class as remote_connection
 from tests.aws.test_api_functions import _ready_database
 from tests.aws.test_handlers import FakeContext, aws, event, load_function, new_key  # noqa: F401 (aws: fixture)
+from tests.aws.test_ingest_state_machine import TASK_FUNCTIONS
 
 LAMBDA_PAYLOAD_CAP = 6 * 1024 * 1024
 
@@ -143,14 +144,6 @@ def test_ingest_refuses_a_staged_object_over_50mb(aws: MotoWorld, monkeypatch: A
 
 
 # ---- a 50 MB file through the whole state machine ------------------------------------------------
-TASK_FUNCTIONS = (
-    "IngestParseFunction",
-    "IngestEmbedFunction",
-    "IngestIndexFunction",
-    "IngestGraphFunction",
-    "IngestCompleteFunction",
-    "IngestErroredFunction",
-)
 MEMORY_SHARE = 0.6  # a step's peak may use at most this share of its function's MemorySize
 MB = 1024 * 1024
 
