@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
+    # CTXSTORE_GRAPH_AOF_REWRITE_MB: the graph engine rewrites its append-only file past this many MB of writes
+    # (a restart replays them at ~0.6 MB/s; 0 leaves it to Redis's own 64 MB rule)
+    graph_aof_rewrite_mb: float = 4.0
     log_format: Literal["text", "json"] = "text"  # CTXSTORE_LOG_FORMAT / `serve --log-format`: json = JSON lines
     # CTXSTORE_METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <it>`; else loopback clients only
     metrics_token: str = ""

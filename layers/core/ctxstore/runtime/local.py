@@ -100,6 +100,7 @@ def _add_local_graph(c: Container, settings: Settings) -> None:
         timeout_default_ms=settings.byog.read_timeout_ms,
         timeout_max_ms=max(settings.byog.read_timeout_ms, settings.byog.write_timeout_ms),
         resultset_size=settings.byog.max_rows if settings.byog.max_rows > 0 else -1,
+        aof_rewrite_bytes=int(settings.graph_aof_rewrite_mb * 1024 * 1024),
     )
     graph = FalkorGraphStore(engine)
     c.graph = graph

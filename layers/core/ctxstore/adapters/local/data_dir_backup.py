@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxstore.adapters.local.data_dir_format import FORMAT_FILE, check_readable, product_version, read_format
-from ctxstore.adapters.local.falkordb_engine import SOCKET_FILE
+from ctxstore.adapters.local.falkordb_engine import AOF_DIR, SOCKET_FILE
 
 MANIFEST = "manifest.json"
 DATABASES = ("records.db", "search.db")
 KEY_FILES = ("url_signing.key", "connector_credentials.key")
-AOF_DIR = "appendonlydir"
 # A restored graph starts from the backed-up RDB file as the base of a fresh multi-part append-only file (with
 # `appendonly yes` the engine reads only the AOF; an RDB beside an absent AOF would be ignored).
 _AOF_MANIFEST = "file appendonly.aof.1.base.rdb seq 1 type b\nfile appendonly.aof.1.incr.aof seq 1 type i\n"

@@ -3,8 +3,10 @@
 One process per data dir, listening only on a unix socket inside its folder (no TCP
 port). Persistence is AOF (`appendfsync always`: a write is on disk before the
 engine answers it, so neither `kill -9` nor a machine crash loses an acknowledged
-write) plus RDB snapshots, which also serve as the preamble of rewritten AOF files so
-restarts replay little. The module is loaded with `EFFECTS_THRESHOLD 0`: graph writes
+write) plus RDB snapshots, which also serve as the base of rewritten AOF files. The AOF is
+rewritten whenever its increment passes a few MB and at a clean stop, so a restart loads an
+RDB base and replays little; after each load the range indexes are checked and repaired
+(falkordb_upkeep.py says why). The module is loaded with `EFFECTS_THRESHOLD 0`: graph writes
 are replicated to the AOF as effects rather than as queries; with the default
 threshold replaying a large AOF on start-up timed out and lost the graph (see
 FINDINGS). A supervisor thread restarts the process if it dies.
@@ -25,10 +27,13 @@ import time
 from pathlib import Path
 from typing import IO
 
+from ctxstore.adapters.local.falkordb_upkeep import AofCompactor, repair_indexes
+
 log = logging.getLogger("ctxstore.graph.engine")
 
 SOCKET_NAME = "falkordb.sock"
 SOCKET_FILE = "engine.socket"
+AOF_DIR = "appendonlydir"
 # sun_path is 108 bytes on Linux; keep a margin.
 _MAX_SOCKET_PATH = 100
 
@@ -62,6 +67,7 @@ class FalkorEngine:
         resultset_size: int = 10001,
         appendfsync: str = "always",
         ready_timeout_s: float = 300.0,
+        aof_rewrite_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.folder = folder.resolve()
         self.timeout_default_ms = timeout_default_ms
@@ -78,6 +84,9 @@ class FalkorEngine:
         self._short_dir: str | None = None
         self.restarts = 0
         self.socket_path = self._socket_path()
+        # Set while the running process has loaded its data and repaired its indexes: clients may use it.
+        self._serving = threading.Event()
+        self.compactor = AofCompactor(self.socket_path, self.folder / AOF_DIR, threshold_bytes=aof_rewrite_bytes)
 
     # ---- paths -------------------------------------------------------------------------
     def _socket_path(self) -> str:
@@ -136,6 +145,7 @@ class FalkorEngine:
                 self._watcher.join(5)
                 self._watcher = None
                 raise failure[0]
+            self.compactor.start()
 
     def _command(self) -> list[str]:
         server, module = _binaries()
@@ -152,7 +162,7 @@ class FalkorEngine:
             "--dbfilename", "dump.rdb",
             "--save", "900 1 300 100 60 10000",
             "--appendonly", "yes",
-            "--appenddirname", "appendonlydir",
+            "--appenddirname", AOF_DIR,
             "--appendfsync", self.appendfsync,
             "--aof-use-rdb-preamble", "yes",
             "--aof-load-truncated", "yes",
@@ -166,6 +176,7 @@ class FalkorEngine:
         ]  # fmt: skip
 
     def _spawn(self) -> None:
+        self._serving.clear()
         started = time.monotonic()
         with (self.folder / "engine.stderr").open("ab") as stderr:
             proc = self._popen(stderr)
@@ -177,7 +188,19 @@ class FalkorEngine:
                 proc.kill()
                 proc.wait(5)
             raise
-        log.info("graph engine ready in %.3f s (pid %s, %s)", time.monotonic() - started, proc.pid, self.socket_path)
+        loaded = time.monotonic()
+        try:
+            repair_indexes(self.socket_path)
+        except Exception:  # the data is there; a lookup may miss node 0 until an index is rebuilt
+            log.exception("graph engine: index repair after the load failed")
+        self._serving.set()
+        log.info(
+            "graph engine ready in %.3f s (loaded in %.3f s; pid %s, %s)",
+            time.monotonic() - started,
+            loaded - started,
+            proc.pid,
+            self.socket_path,
+        )
 
     def _popen(self, stderr: IO[bytes]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -286,10 +309,10 @@ class FalkorEngine:
                     backoff = min(backoff * 2, 10.0)
 
     def wait_ready(self, timeout_s: float = 60.0) -> bool:
-        """Block until the engine answers (used after a crash while the supervisor restarts it)."""
+        """Block until the engine serves (used after a crash while the supervisor restarts it)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._ping() == "ok":
+            if self._serving.wait(max(0.0, deadline - time.monotonic())) and self._ping() == "ok":
                 return True
             time.sleep(0.02)
         return False
@@ -311,7 +334,11 @@ class FalkorEngine:
         self.wait_ready(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = 60.0) -> None:
-        """Clean shutdown: SIGTERM makes redis fsync the AOF and write a final RDB snapshot."""
+        """Clean shutdown: the AOF is rewritten (the next start loads an RDB base and replays nothing), then SIGTERM
+        makes redis fsync the AOF and write a final RDB snapshot."""
+        self.compactor.stop()
+        if self.pid is not None and self._serving.is_set():
+            self.compactor.compact(min_bytes=64 * 1024, timeout_s=timeout_s / 2)
         self._stopping.set()
         with self._lock:
             proc = self._proc
