@@ -48,8 +48,8 @@ class DatabaseService:
         max_per_org: int = 0,
     ) -> None:
         """`queue`, `blobs`, `search_index`: providers, read only by provisioning and deletes (almost every
-        Lambda builds this service; on AWS a port read builds its boto3 client). The search index is None on
-        an AWS deployment without CTXSTORE_SEARCH_ENDPOINT."""
+        Lambda builds this service; on AWS a port read builds its boto3 client). The search index is None when
+        CTXSTORE_SEARCH_ENDPOINT is unset on AWS (template.yaml sets it for every function)."""
         self._records = records
         self._clock = clock
         self._queue = queue

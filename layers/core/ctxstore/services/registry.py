@@ -5,9 +5,10 @@ connector service (and so never imports a provider SDK or reads the credential v
 services (purgers, the event sink) does not depend on the order in which they are first used.
 
 Each service names the ports it uses in its constructor. The records store and the clock are read here, when
-the service is built (every path of every service uses them); a port only some paths use is handed over as a
-provider (`lambda: c.<port>`), read per call, so building a service never builds such an adapter (on AWS each
-port read builds a boto3 client). Ports a deployment may lack are passed as None (see each constructor).
+the service is built (every path of every service uses them; the connector service, built only where connectors
+are served, also takes its queue, scheduler and providers built); a port only some paths use is handed over as a
+provider (`lambda: c.<port>`), read per call, so building a service builds no such adapter (on AWS a port read
+builds a boto3 client). A port a deployment may lack is passed as None (each constructor says where).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ctxstore.services.items.service import ItemRef
 
 T = TypeVar("T")
 GRAPH_MISSING = "the graph engine is not configured on this deployment"
+CONNECTORS_MISSING = "connectors are not configured on this deployment"
 
 # Each service's module is imported when the service is first built: an API function loads only the modules its
 # routes reach (the databases function never loads retrieval and numpy, none but connectors the connector service).
@@ -173,14 +175,13 @@ class Services:
         from ctxstore.services.connectors import ConnectorService
 
         c = self.container
+        vault = _present(lambda: c.vault, CONNECTORS_MISSING) if c.configured("vault") else None
         return ConnectorService(
             c.records,
             c.clock,
             c.queue,
             c.scheduler,
-            _present(lambda: c.vault, "connectors are not configured on this deployment")
-            if c.configured("vault")
-            else None,
+            vault,
             c.connector_providers,
             self.databases,
             self.ingest,

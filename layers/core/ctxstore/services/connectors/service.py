@@ -73,7 +73,7 @@ class ConnectorService:
         settings: ConnectorSettings | None = None,
         single_process: bool = True,
     ) -> None:
-        """`scheduler`: None on AWS without CTXSTORE_SCHEDULER_GROUP (syncs run only when asked).
+        """`scheduler`: None in an AWS function whose template entry sets no CTXSTORE_SCHEDULER_GROUP (no timed syncs).
         `vault`: a provider (see CredentialStore); None where connector credentials have no key (AWS without
         CTXSTORE_CONNECTOR_KMS_KEY_ID): connectors then answer SERVICE_UNAVAILABLE.
         `single_process`: locks and sync leases may live in this process (Capabilities.single_process)."""
