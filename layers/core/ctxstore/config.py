@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
     # CTXSTORE_SHUTDOWN_TIMEOUT_S: SIGTERM/SIGINT to exit of `serve`, at most. Requests in flight get the first
-    # half to finish, workers finish their jobs until 80% of it (then release the rest to the queue), the stores
+    # half to finish, workers finish their jobs until 70% of it (then release the rest to the queue), the stores
     # close in the remainder; past it the process exits at once (exit 1) and the next start runs what was left.
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503

@@ -1,7 +1,7 @@
 """How `ctxstore serve` stops on SIGTERM/SIGINT: a drain within one bound (CTXSTORE_SHUTDOWN_TIMEOUT_S).
 
 From the signal: uvicorn stops accepting connections and the requests in flight finish (first half of the
-bound); meanwhile the workers claim nothing new and finish the jobs they hold, until 80% of the bound, then
+bound); meanwhile the workers claim nothing new and finish the jobs they hold, until 70% of the bound, then
 the jobs of workers still busy go back to the queue, ready at once; the stores close in the rest. Past the bound
 a watchdog ends the process (exit 1): what was not finished is in the queue or re-queued at the next start.
 """
@@ -21,7 +21,7 @@ import uvicorn
 log = logging.getLogger("ctxstore")
 
 HTTP_SHARE = 0.5
-WORKER_SHARE = 0.8
+WORKER_SHARE = 0.7
 
 
 @dataclass(frozen=True)
