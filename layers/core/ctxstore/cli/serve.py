@@ -91,7 +91,7 @@ def run_server(settings: Settings) -> int:
     from ctxstore.runtime.observability import start_observability
     from ctxstore.services.registry import build_services
 
-    from .serve_shutdown import DrainingServer, ShutdownPlan, watchdog
+    from .serve_shutdown import DrainingServer, ShutdownPlan, exit_without_teardown, watchdog
 
     json_log.configure(settings.log_format)
     _warn_missing_optional_parts()
@@ -164,13 +164,16 @@ def run_server(settings: Settings) -> int:
         clean_exit = watchdog(plan, started)
         begin_drain()
         scheduler.stop(plan.workers_left(started))
-        sync_runner.stop(plan.workers_left(started))
-        runner.stop(plan.workers_left(started))
+        released = sync_runner.stop(plan.workers_left(started)) + runner.stop(plan.workers_left(started))
         observed.close()
         container.close()
         lock.close()
         clean_exit.set()
         logging.getLogger("ctxstore").info("stopped in %.1fs", time.monotonic() - started)
+        if released:
+            # A released job's worker may still be inside the embedding model's native threads, which abort
+            # the interpreter's teardown: its job is back in the queue, so leave without one.
+            exit_without_teardown(0)
     return 0
 
 

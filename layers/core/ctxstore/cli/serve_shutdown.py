@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,7 +55,17 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def watchdog(plan: ShutdownPlan, started: float, *, exit_now: Callable[[int], None] = os._exit) -> threading.Event:
+def exit_without_teardown(code: int) -> None:
+    """os._exit after flushing what the process printed and logged (no interpreter teardown)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
+def watchdog(
+    plan: ShutdownPlan, started: float, *, exit_now: Callable[[int], None] = exit_without_teardown
+) -> threading.Event:
     """Ends the process at `started` + the bound unless the returned event is set first (a clean exit)."""
     done = threading.Event()
 
@@ -63,7 +74,6 @@ def watchdog(plan: ShutdownPlan, started: float, *, exit_now: Callable[[int], No
             log.error(
                 "shutdown took longer than %.0fs: exiting now; the next start runs the unfinished jobs", plan.bound_s
             )
-            logging.shutdown()
             exit_now(1)
 
     threading.Thread(target=watch, name="ctxstore-shutdown-watchdog", daemon=True).start()
