@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from ctxstore.ports.records import Put
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
+from ctxstore.domain.items import ItemRef
+from ctxstore.services.items.service import GRAPH_PAYLOAD
 from tests.api.test_relations import PAYLOAD, TEXT, ingest, relations, triples
 from tests.support.app import LocalApp
 

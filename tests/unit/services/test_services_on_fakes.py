@@ -24,7 +24,7 @@ from ctxstore.services.connectors.credentials import CredentialStore
 from ctxstore.services.connectors.scheduling import BUSY_RETRY_S, SYNC_QUEUE, SyncScheduling
 from ctxstore.services.container import Container
 from ctxstore.services.databases import PROVISION_QUEUE
-from ctxstore.services.items.service import COMPLETED, PROCESSING, QUEUED, ItemRef
+from ctxstore.domain.items import COMPLETED, PROCESSING, QUEUED, ItemRef
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 from tests.fakes.ports import (

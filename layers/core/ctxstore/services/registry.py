@@ -8,10 +8,10 @@ services (purgers, the event sink) does not depend on the order in which they ar
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ctxstore.domain.items import ItemRecord, ItemRef
 from ctxstore.services.container import Container
-from ctxstore.services.items.service import ItemRef
 
 # Each service's module is imported when the service is first built: an API function loads only the modules its
 # routes reach (the databases function never loads retrieval and numpy, none but connectors the connector service).
@@ -163,7 +163,7 @@ class Services:
     def _purge_item_graphs(self, org: str, ref: ItemRef) -> None:
         self._graphs().purge_item(org, ref)
 
-    def _update_graph_access(self, org: str, ref: ItemRef, metadata: dict[str, Any]) -> None:
+    def _update_graph_access(self, org: str, ref: ItemRef, metadata: ItemRecord) -> None:
         self._graphs().update_access(org, ref, metadata)
 
 

@@ -16,6 +16,7 @@ from ctxstore.config import ConnectorSettings
 from ctxstore.domain import connector_rules as rules
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import json_object
+from ctxstore.domain.items import TERMINAL, ItemRef
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.ports.connector_provider import ConnectorProvider, ProviderContext, ProviderError
 from ctxstore.ports.records import ConditionFailed, Delete, Put
@@ -41,7 +42,7 @@ from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.ingest import IngestService
 from ctxstore.services.items.locks import ItemLocks
-from ctxstore.services.items.service import TERMINAL, ItemRef, ItemService
+from ctxstore.services.items.service import ItemService
 from ctxstore.services.items.sources import SourceService
 
 log = logging.getLogger("ctxstore.connectors")

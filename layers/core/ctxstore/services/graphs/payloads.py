@@ -16,10 +16,11 @@ import json
 from typing import Any
 
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.items import ItemRef
 from ctxstore.ports.blobs import BlobNotFound
 from ctxstore.ports.records import Put
 from ctxstore.services.container import Container
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
+from ctxstore.services.items.service import GRAPH_PAYLOAD
 
 SUFFIX = ".graph.json"
 

@@ -9,13 +9,14 @@ from urllib.parse import quote
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
-from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.domain.items import QUEUED, ItemRecord, ItemRef, StoredItem
+from ctxstore.ports.records import ConditionFailed, Put
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
-from ctxstore.services.items.service import ITEM, QUEUED, ItemRef, ItemService, new_version
+from ctxstore.services.items.service import ITEM, ItemService, new_version
 from ctxstore.services.items.uploads import UploadService
 
 
@@ -32,7 +33,7 @@ def _payload(spec: ItemSpec) -> tuple[bytes, str | None]:
     return json.dumps(body).encode(), "application/json"
 
 
-def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, created_at: float) -> dict[str, Any]:
+def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, created_at: float) -> ItemRecord:
     return {
         "id": spec.id,
         "store": spec.store,
@@ -111,7 +112,7 @@ class IngestService:
 
     def _write_record(
         self, org: str, ref: ItemRef, spec: ItemSpec, version: str, key: str, *, upsert: bool
-    ) -> tuple[dict[str, Any], Record | None]:
+    ) -> tuple[ItemRecord, StoredItem | None]:
         """Write the new version's record over the current one (compare-and-set: a status update of the
         previous version may land in between; ConditionFailed only when upsert=false finds an item)."""
         for _ in range(20):
@@ -119,7 +120,7 @@ class IngestService:
             if previous is not None and not upsert:
                 raise ConditionFailed(ref.item_id)
             now = self._c.clock.now()
-            created_at = previous.data.get("created_at", now) if previous else now
+            created_at = previous.data["created_at"] if previous else now
             record = _record(spec, ref, version, key, now, created_at)
             put = Put(
                 ITEM,
@@ -175,7 +176,7 @@ class IngestService:
                 return dict(
                     result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
                 )
-            if previous is not None and previous.data.get("blob_key") not in (None, key):
+            if previous is not None and previous.data["blob_key"] not in (None, key):
                 self._c.blobs.delete(org, str(previous.data["blob_key"]))
-        self._items.emit_status(org, ref, record, previous.data.get("status") if previous else None)
+        self._items.emit_status(org, ref, record, previous.data["status"] if previous else None)
         return result

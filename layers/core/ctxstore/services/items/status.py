@@ -44,18 +44,18 @@ class StatusService:
                 )
                 continue
             ref, rec = found
-            status = str(rec.data.get("status"))
+            status = str(rec.data["status"])
             statuses.append(
                 {
                     "id": item_id,
                     "type": ref.store,
                     "success": status != "errored",
                     "indexing_status": status,
-                    "error_code": rec.data.get("error_code") or "",
-                    "error_message": rec.data.get("error_message") or "",
+                    "error_code": rec.data["error_code"] or "",
+                    "error_message": rec.data["error_message"] or "",
                     "message": _MESSAGES.get(status, status),
-                    "chunk_count": rec.data.get("chunk_count", 0),
-                    "updated_at": rec.data.get("updated_at"),
+                    "chunk_count": rec.data["chunk_count"],
+                    "updated_at": rec.data["updated_at"],
                 }
             )
         if all(s["error_code"] == "FILE_NOT_FOUND" for s in statuses):
