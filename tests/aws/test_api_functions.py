@@ -162,10 +162,10 @@ print(json.dumps([routers, sorted(h for h in {HEAVY!r} if h in sys.modules)]))
 def test_query_function_searches_the_collection(aws: MotoWorld, search: RecordingAdapter) -> None:  # noqa: F811
     """POST /query through its Lambda: the chunk indexed in the collection comes back; requests are SigV4 for aoss."""
     from ctxstore.config import Settings
+    from ctxstore.domain.items import item_pk
     from ctxstore.ports.records import Put
     from ctxstore.ports.search_index import ChunkDoc
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.domain.items import item_pk
     from ctxstore.services.items.service import ITEM
     from tests.support.items import item_record
 

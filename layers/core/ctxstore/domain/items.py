@@ -5,8 +5,7 @@ it, status changes and metadata merges rewrite it, and every reader is typed wit
 subscript is checked by mypy. (mypy lets `.get` take any key, so readers subscript the keys every record has.)
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: on Python 3.11 a TypedDict sees NotRequired only in evaluated annotations.
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict, cast, get_args
 
@@ -104,5 +103,5 @@ class ItemRef:
         return {"database": self.database, "collection": self.collection, "store": self.store, "id": self.item_id}
 
     @staticmethod
-    def from_json(d: dict[str, Any]) -> ItemRef:
+    def from_json(d: dict[str, Any]) -> "ItemRef":
         return ItemRef(str(d["database"]), str(d["collection"]), str(d["store"]), str(d["id"]))
