@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
@@ -32,7 +32,7 @@ from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.service import ItemService
-from ctxstore.services.query.request import QueryRequest, build_request
+from ctxstore.services.query.request import QueryBody, QueryRequest, build_request, query_body
 
 RECENCY_HALF_LIFE_S = 30 * 86400.0  # a 30-day-old item gets half the recency boost of a new one
 MAX_FORCEFUL_CHUNKS = 50
@@ -71,10 +71,10 @@ class QueryService:
         self.graph_context = graph_context
 
     # ---- entry point ---------------------------------------------------------------------------
-    def query(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        schema = self._databases.schema(principal, str(body["database"]))
-        req = build_request(body, schema)
-        return self.run(principal, req)
+    def query(self, principal: Principal, body: QueryBody | Mapping[str, Any]) -> dict[str, Any]:
+        typed = query_body(body)
+        schema = self._databases.schema(principal, str(typed.database))
+        return self.run(principal, build_request(typed, schema))
 
     def run(self, principal: Principal, req: QueryRequest) -> dict[str, Any]:
         if self._c.search_index is None:
@@ -117,7 +117,8 @@ class QueryService:
         if feedback.applies(first, alpha):
             first = feedback.refine(r, scope, first, fused, depth)
             fused = self._score(fuse(first.lanes, alpha), req)
-        mode, reason = req.mode, alpha_reason
+        mode: str = req.mode
+        reason = alpha_reason
         if req.mode == "auto":
             chosen = route(
                 req.query,
