@@ -255,9 +255,9 @@ class Dispatcher:
         by_id = {r["id"]: r for r in out["results"]}
         accepted: list[tuple[Staged, str]] = []
         for s in staged:
-            r = by_id.get(s.spec.id, {})
-            ok = r.get("status") == "queued"
-            accepted.append((s, "" if ok else str(r.get("error") or "not accepted by ingestion")))
+            r = by_id.get(s.spec.id)
+            ok = r is not None and r["status"] == "queued"
+            accepted.append((s, "" if ok else str((r and r["error"]) or "not accepted by ingestion")))
         return accepted
 
     def _held_elsewhere(self, t: Target, others: list[str], native_id: str, database: str, collection: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote
 
 from ctxstore.domain import metadata_schema as ms
@@ -18,6 +18,30 @@ from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
 from ctxstore.services.items.service import ITEM, ItemService, new_version
 from ctxstore.services.items.uploads import UploadService
+
+
+class ItemResult(TypedDict):
+    """One item's outcome in the ingest answer (queued, or failed with the reason)."""
+
+    id: str
+    filename: str | None
+    title: str
+    status: str
+    error: str | None
+    error_code: str | None
+    infer: bool
+    relations_created: int
+    relations_error: str
+
+
+class IngestAnswer(TypedDict):
+    """POST /context/ingest's data (202)."""
+
+    success: bool
+    message: str
+    success_count: int
+    failed_count: int
+    results: list[ItemResult]
 
 
 def blob_key(ref: ItemRef, version: str) -> str:
@@ -75,7 +99,7 @@ class IngestService:
         self._items = items
         self.uploads = UploadService(c)  # large files arrive by reference (POST /context/uploads)
 
-    def accept(self, principal: Principal, req: IngestRequest) -> dict[str, Any]:
+    def accept(self, principal: Principal, req: IngestRequest) -> IngestAnswer:
         if self._c.workflow is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "ingestion is not configured on this deployment")
         db = self._databases.require(principal, req.database)
@@ -138,9 +162,9 @@ class IngestService:
                     raise
         raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
 
-    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> dict[str, Any]:
+    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> ItemResult:
         graph = req.graphs.get(spec.id)
-        result: dict[str, Any] = {
+        result: ItemResult = {
             "id": spec.id,
             "filename": spec.upload.filename if spec.upload else None,
             "title": spec.title,
@@ -152,7 +176,7 @@ class IngestService:
             "relations_error": "",
         }
         if spec.rejected_code:
-            return dict(result, status="failed", error=spec.rejected_reason, error_code=spec.rejected_code)
+            return {**result, "status": "failed", "error": spec.rejected_reason, "error_code": spec.rejected_code}
         ref = self._ref(req, spec)
         with self._items.lock(org, ref):  # a DELETE or another version of this id cannot interleave
             version = new_version()
@@ -173,9 +197,8 @@ class IngestService:
                 record, previous = self._write_record(org, ref, spec, version, key, upsert=req.upsert)
             except ConditionFailed:
                 self._c.blobs.delete(org, key)
-                return dict(
-                    result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
-                )
+                error = f"an item with id '{spec.id}' already exists"
+                return {**result, "status": "failed", "error": error, "error_code": "CONFLICT"}
             if previous is not None and previous.data["blob_key"] not in (None, key):
                 self._c.blobs.delete(org, str(previous.data["blob_key"]))
         self._items.emit_status(org, ref, record, previous.data["status"] if previous else None)

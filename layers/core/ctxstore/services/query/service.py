@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
@@ -46,6 +46,32 @@ def candidate_depth(max_results: int) -> int:
     return min(300, max(100, 4 * max_results))
 
 
+class QueryPlan(TypedDict):
+    """How the answer was produced: the route taken and why, the lanes' mix, the queries run."""
+
+    requested_mode: str
+    mode: str
+    reason: str
+    alpha: float
+    query_by: str
+    queries: list[str]
+    type: str
+
+
+class _RankedAnswer(TypedDict):
+    chunks: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    additional_context: dict[str, dict[str, Any]]
+    query_plan: QueryPlan
+
+
+class QueryAnswer(_RankedAnswer, total=False):  # total=False: seen at run time too (postponed annotations)
+    """POST /query's data: ranked chunks (search.V2Chunk), their sources (search.SourceInfo), context chunks
+    by id, the plan, and the graph context when asked for and wired."""
+
+    graph_context: dict[str, Any]
+
+
 @dataclass
 class Answer:
     """The ranked candidates of one query and how they were produced."""
@@ -71,12 +97,12 @@ class QueryService:
         self.graph_context = graph_context
 
     # ---- entry point ---------------------------------------------------------------------------
-    def query(self, principal: Principal, body: QueryBody | Mapping[str, Any]) -> dict[str, Any]:
+    def query(self, principal: Principal, body: QueryBody | Mapping[str, Any]) -> QueryAnswer:
         typed = query_body(body)
         schema = self._databases.schema(principal, str(typed.database))
         return self.run(principal, build_request(typed, schema))
 
-    def run(self, principal: Principal, req: QueryRequest) -> dict[str, Any]:
+    def run(self, principal: Principal, req: QueryRequest) -> QueryAnswer:
         if self._c.search_index is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "search is not configured on this deployment")
         scope = RetrievalScope(
@@ -163,7 +189,7 @@ class QueryService:
         return ranked(pool)
 
     # ---- response ------------------------------------------------------------------------------
-    def _render(self, org: str, scope: RetrievalScope, req: QueryRequest, answer: Answer) -> dict[str, Any]:
+    def _render(self, org: str, scope: RetrievalScope, req: QueryRequest, answer: Answer) -> QueryAnswer:
         idx = self._c.search_index
         assert idx is not None
         pool = (
@@ -205,7 +231,7 @@ class QueryService:
         if answer.mode == "thinking" and req.forceful_relations:
             for chunk_id, view in self._forceful(org, req, top, records).items():
                 additional.setdefault(chunk_id, view)
-        data: dict[str, Any] = {
+        data: QueryAnswer = {
             "chunks": chunks,
             "sources": self._sources(top, records),
             "additional_context": {k: v for k, v in additional.items() if k not in {c.chunk_id for c in top}},
