@@ -166,7 +166,7 @@ class SourceService:
             if chunk.next_after is None:
                 break
             after = chunk.next_after
-        matched.sort(key=lambda x: (-float(x[1].get("created_at") or 0), x[0].item_id))
+        matched.sort(key=lambda x: (-float(x[1]["created_at"] or 0), x[0].item_id))
         total = len(matched)
         start = (page - 1) * page_size
         sources = []
