@@ -92,7 +92,7 @@ def test_ready_after_the_graph_engine_and_vectors_are_loaded(served: Served) -> 
 
     body = wait_for(ready, timeout=60, what="/ready")
     assert body["status"] == "ready"
-    assert set(body["parts"]) == {"graph", "vectors"}
+    assert set(body["parts"]) == {"graph", "vectors", "embedder"}
     assert all(p["state"] == "ready" and p["seconds"] >= 0 for p in body["parts"].values())
     assert any('"ctxstore.ready"' in line and "vectors ready after" in line for line in served.srv.lines)
 

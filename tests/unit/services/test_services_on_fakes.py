@@ -203,7 +203,8 @@ def test_connector_syncs_follow_the_scheduler_and_never_run_twice() -> None:
 def test_connector_credentials_are_sealed_bound_and_written_compare_and_set() -> None:
     clock = FakeClock()
     records = InMemoryRecordStore(clock)
-    creds = CredentialStore(records, InMemoryVault(), clock)
+    vault = InMemoryVault()
+    creds = CredentialStore(records, lambda: vault, clock)
     records.put("o1", creds.sealed_put("o1", "c1", {"access_token": "xoxb-secret"}, if_version=None))
     stored = records.get("o1", rk.CONNECTOR_CREDENTIALS, "", "c1")
     assert stored is not None and "xoxb-secret" not in json.dumps(stored.data)

@@ -76,18 +76,10 @@ def _warn_missing_optional_parts() -> None:
 
 
 def run_server(settings: Settings) -> int:
-    import uvicorn
-    from uvicorn.config import LOGGING_CONFIG
-
-    from ctxstore.http.app import create_app
     from ctxstore.observability import json_log
-    from ctxstore.pipeline.connector_scheduler import SchedulerLoop
-    from ctxstore.pipeline.jobs import connector_spec, queue_specs
-    from ctxstore.pipeline.local_runner import LocalRunner
     from ctxstore.runtime import build_container
     from ctxstore.runtime.local import DataDirTooNew, local_work_signal, recover_local
     from ctxstore.runtime.observability import start_observability
-    from ctxstore.services.registry import build_services
 
     json_log.configure(settings.log_format)
     _warn_missing_optional_parts()
@@ -98,6 +90,18 @@ def run_server(settings: Settings) -> int:
         print(f"ctxstore: {exc}", file=sys.stderr)
         lock.close()
         raise typer.Exit(1) from None
+    # The warm-up starts first (the graph engine loads in its own process, the vectors and the model on threads)
+    # and runs while the web and pipeline modules import: a restart waits for the slower of the two, not both.
+    observed = start_observability(settings, container)  # before the workers: their steps are measured
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    from ctxstore.http.app import create_app
+    from ctxstore.pipeline.connector_scheduler import SchedulerLoop
+    from ctxstore.pipeline.jobs import connector_spec, queue_specs
+    from ctxstore.pipeline.local_runner import LocalRunner
+    from ctxstore.services.registry import build_services
+
     services = build_services(container)
     first_key = services.keys.bootstrap_default()
     if first_key:
@@ -107,7 +111,6 @@ def run_server(settings: Settings) -> int:
     if released:
         logging.getLogger("ctxstore").info("re-queued %d jobs a previous run was holding", released)
     services.databases.recover()
-    observed = start_observability(settings, container)  # before the workers: their steps are measured
     wake = local_work_signal(container)
     runner = LocalRunner(
         container.queue, queue_specs(services, threads=settings.workers), threads=settings.workers, wake=wake

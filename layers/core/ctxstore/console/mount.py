@@ -7,13 +7,14 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.console import web
 from ctxstore.console.form_tokens import OneTimeForms
+from ctxstore.console.lazy_mount import PREFIX, favicon
 from ctxstore.console.outcomes import Outcomes
 from ctxstore.console.pages import (
     auth,
@@ -31,7 +32,6 @@ from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.services.registry import Services
 
 log = logging.getLogger("ctxstore.console")
-PREFIX = "/console"
 
 
 # Scripts and styles come only from the console's own static files (no CDN, no inline script). Requests go to
@@ -140,14 +140,7 @@ async def _caller_or_none(request: Request) -> web.Caller | None:
         return None
 
 
-FAVICON = web.HERE / "static" / "favicon.ico"
-
-
-async def favicon() -> FileResponse:
-    """Browsers ask for /favicon.ico whatever the page says: a real icon, not a 404 in the console's log."""
-    return FileResponse(FAVICON, media_type="image/x-icon", headers={"Cache-Control": "public, max-age=86400"})
-
-
 def mount(app: FastAPI, services: Services) -> None:
+    """Built now: the console's Lambda function does it at init. The local server mounts `lazy_mount.mount`."""
     app.add_api_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     app.mount(PREFIX, build_console(services))

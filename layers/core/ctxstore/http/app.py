@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 
-from ctxstore.console.mount import mount as mount_console
+from ctxstore.console.lazy_mount import mount as mount_console
 from ctxstore.http import factory, mcp_mount, observe_routes
 from ctxstore.http.observe_middleware import ObserveMiddleware
 from ctxstore.http.routers import (

@@ -51,24 +51,30 @@ class Readiness:
 Step = tuple[str, Callable[[], object]]
 
 
-def warm_up(readiness: Readiness, steps: Sequence[Step]) -> threading.Thread:
-    """Run each warm-up step in order on a background thread; every part is `loading` before this returns."""
+def warm_up(readiness: Readiness, steps: Sequence[Step]) -> list[threading.Thread]:
+    """Run the warm-up steps at once, each on a background thread; every part is `loading` before this returns.
+
+    At once: the graph engine loads in its own process, the vectors read SQLite and the embedding model builds its
+    sessions, so a restart waits for the slowest of them rather than their sum."""
     for name, _ in steps:
         readiness.loading(name)
 
-    def run() -> None:
-        for name, step in steps:
-            started = time.perf_counter()
-            try:
-                step()
-            except Exception as exc:
-                log.exception("warm-up of %s failed", name)
-                readiness.settle(name, time.perf_counter() - started, error=f"{type(exc).__name__}: {exc}")
-            else:
-                seconds = time.perf_counter() - started
-                log.info("%s ready after %.2f s", name, seconds)
-                readiness.settle(name, seconds)
+    def run(name: str, step: Callable[[], object]) -> None:
+        started = time.perf_counter()
+        try:
+            step()
+        except Exception as exc:
+            log.exception("warm-up of %s failed", name)
+            readiness.settle(name, time.perf_counter() - started, error=f"{type(exc).__name__}: {exc}")
+        else:
+            seconds = time.perf_counter() - started
+            log.info("%s ready after %.2f s", name, seconds)
+            readiness.settle(name, seconds)
 
-    thread = threading.Thread(target=run, name="ctxstore-warm-up", daemon=True)
-    thread.start()
-    return thread
+    threads = [
+        threading.Thread(target=run, args=(name, step), name=f"ctxstore-warm-up-{name}", daemon=True)
+        for name, step in steps
+    ]
+    for thread in threads:
+        thread.start()
+    return threads

@@ -44,7 +44,7 @@ def state_sources(c: Container) -> StateSources:
 
 
 def warm_up_steps(c: Container) -> list[Step]:
-    """The engines a first query waits for when they are cold: the graph engine and the vector scopes."""
+    """What a first query waits for when cold: the graph engine, the vector scopes and the embedding model."""
     from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
     from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 
@@ -53,6 +53,9 @@ def warm_up_steps(c: Container) -> list[Step]:
         steps.append(("graph", c.graph.warm))
     if isinstance(c.search_index, SqliteSearchIndex):
         steps.append(("vectors", c.search_index.warm_vectors))
+        embedder = c.embedder
+        if embedder is not None:
+            steps.append(("embedder", lambda: embedder.embed_query("warm-up")))  # builds the model's query session
     return steps
 
 

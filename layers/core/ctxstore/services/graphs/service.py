@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxstore.domain.chunking import Chunk
@@ -26,11 +26,12 @@ from ctxstore.domain.graph_keys import (
     item_readers,
 )
 from ctxstore.domain.items import STORES, ItemRecord, ItemRef
+from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
+from ctxstore.ports.records import RecordStore
 from ctxstore.retrieval.graph_context import GraphContextRequest
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
 from ctxstore.services.graphs.entity_graph import (
@@ -72,18 +73,32 @@ INDEXES = (
 
 
 class GraphService:
-    def __init__(self, c: Container, databases: DatabaseService, items: ItemService) -> None:
-        self._c = c
+    def __init__(
+        self,
+        records: RecordStore,
+        databases: DatabaseService,
+        items: ItemService,
+        *,
+        graph: Callable[[], GraphStore],
+        blobs: Callable[[], BlobStore],
+        extractor: Callable[[], Extractor | None],
+    ) -> None:
+        """Built only where the deployment has a graph store. `graph`, `blobs`, `extractor`: providers, read per
+        call (the query function builds this service for graph context but may never touch the graph; blobs and
+        the extractor serve only the graph step). The extractor is None where none is configured (AWS unless
+        CTXSTORE_EXTRACTOR=bedrock, or CTXSTORE_EXTRACTOR=none)."""
+        self._records = records
         self._databases = databases
         self._items = items
+        self._graph_port = graph
+        self._blobs = blobs
+        self._extractor = extractor
         self._indexed: set[tuple[str, str]] = set()
         self._rankings = RankingCache()
 
     @property
     def _graph(self) -> GraphStore:
-        if self._c.graph is None:
-            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "the graph engine is not configured on this deployment")
-        return self._c.graph
+        return self._graph_port()
 
     @property
     def entities(self) -> EntityGraph:
@@ -128,7 +143,7 @@ class GraphService:
             ),
             links,
         )
-        payload = graph_payloads.load(self._c, org, ref)
+        payload = graph_payloads.load(self._records, self._blobs(), org, ref)
         if payload is not None:
             entities, relations = self._supplied(payload, chunks)
         else:
@@ -161,7 +176,7 @@ class GraphService:
         return list(keys.values()), relations
 
     def _extracted(self, chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
-        extractor: Extractor | None = self._c.extractor
+        extractor = self._extractor()
         if extractor is None:
             return [], []
         entities: dict[str, EntityRow] = {}
@@ -196,15 +211,11 @@ class GraphService:
 
     # ---- deletes and metadata ------------------------------------------------------------
     def purge_item(self, org: str, ref: ItemRef) -> None:
-        if self._c.graph is None:
-            return
         graph = graph_name(ref.store, ref.database, ref.collection)
         self.entities.remove_item(org, graph, ref.item_id)
         self.item_graph.remove_source(org, graph, ref.item_id)
 
     def purge_scope(self, org: str, database: str, collection: str | None) -> None:
-        if self._c.graph is None:
-            return
         for store in STORES:
             if collection is not None:
                 names = [graph_name(store, database, collection)]
@@ -216,8 +227,6 @@ class GraphService:
 
     def update_access(self, org: str, ref: ItemRef, record: ItemRecord) -> None:
         """After a metadata change: the item's readers on its node and evidence."""
-        if self._c.graph is None:
-            return
         graph = graph_name(ref.store, ref.database, ref.collection)
         access = item_access(record)
         self.item_graph.set_access(org, graph, ref.item_id, access.acl, access.public)

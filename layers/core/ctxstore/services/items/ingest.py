@@ -186,7 +186,7 @@ class IngestService:
             # written yet waits and retries; a job whose record names a newer version is stale and stops.
             self._c.blobs.put(org, key, data, content_type=ctype)
             if graph is not None:
-                graph_payloads.save(self._c, org, ref, key, graph.to_json())
+                graph_payloads.save(self._c.records, self._c.blobs, org, ref, key, graph.to_json())
             assert self._c.workflow is not None
             self._c.workflow.start(
                 org,
