@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.items import ItemRecord, ItemRef
 from ctxstore.services.container import Container
-from ctxstore.services.items.service import ItemRef
 
 T = TypeVar("T")
 GRAPH_MISSING = "the graph engine is not configured on this deployment"
@@ -207,7 +207,7 @@ class Services:
     def _purge_item_graphs(self, org: str, ref: ItemRef) -> None:
         self._graphs().purge_item(org, ref)
 
-    def _update_graph_access(self, org: str, ref: ItemRef, metadata: dict[str, Any]) -> None:
+    def _update_graph_access(self, org: str, ref: ItemRef, metadata: ItemRecord) -> None:
         self._graphs().update_access(org, ref, metadata)
 
 

@@ -16,9 +16,10 @@ import json
 from typing import Any
 
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.items import ItemRef
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
 from ctxstore.ports.records import Put, RecordStore
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
+from ctxstore.services.items.service import GRAPH_PAYLOAD
 
 SUFFIX = ".graph.json"
 

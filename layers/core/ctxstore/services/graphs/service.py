@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxstore.domain.chunking import Chunk
@@ -25,6 +25,7 @@ from ctxstore.domain.graph_keys import (
     graph_name,
     item_readers,
 )
+from ctxstore.domain.items import STORES, ItemRecord, ItemRef
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
@@ -50,7 +51,7 @@ from ctxstore.services.graphs.item_graph import (
     structural_evidence,
 )
 from ctxstore.services.graphs.shapes import chunk_for, item_access, member_row, path_group, positive_int
-from ctxstore.services.items.service import STORES, ItemRef, ItemService
+from ctxstore.services.items.service import ItemService
 from ctxstore.services.query.ranking_cache import RankingCache
 
 MAX_RELATIONS_LIMIT = 10000
@@ -119,23 +120,23 @@ class GraphService:
         self._indexed.add((org, graph))
 
     # ---- ingestion -----------------------------------------------------------------------
-    def graph_step(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> int:
+    def graph_step(self, org: str, ref: ItemRef, record: ItemRecord, chunks: list[Chunk]) -> int:
         """Build the item's share of both graphs; answers how many relations it holds now."""
         graph = graph_name(ref.store, ref.database, ref.collection)
         self._ensure_indexes(org, graph)
         access = item_access(record)
-        links = [(str(link["id"]), str(link["relation"])) for link in record.get("relates_to") or []]
+        links = [(str(link["id"]), str(link["relation"])) for link in record["relates_to"] or []]
         self.item_graph.upsert_source(
             org,
             graph,
             SourceProps(
                 item_id=ref.item_id,
-                title=str(record.get("title") or ""),
-                kind=str(record.get("app_type") or record.get("source_type") or ""),
-                provider=str(record.get("provider") or ""),
-                external_id=str(record.get("external_id") or ""),
-                thread_id=record.get("thread_id") or None,
-                parent_id=record.get("parent_id") or None,
+                title=str(record["title"] or ""),
+                kind=str(record["app_type"] or record["source_type"] or ""),
+                provider=str(record["provider"] or ""),
+                external_id=str(record["external_id"] or ""),
+                thread_id=record["thread_id"] or None,
+                parent_id=record["parent_id"] or None,
                 acl=access.acl,
                 public=access.public,
                 timestamp=access.timestamp,
@@ -224,7 +225,7 @@ class GraphService:
                 self._graph.drop(org, name)
                 self._indexed.discard((org, name))
 
-    def update_access(self, org: str, ref: ItemRef, record: dict[str, Any]) -> None:
+    def update_access(self, org: str, ref: ItemRef, record: ItemRecord) -> None:
         """After a metadata change: the item's readers on its node and evidence."""
         graph = graph_name(ref.store, ref.database, ref.collection)
         access = item_access(record)
@@ -307,14 +308,14 @@ class GraphService:
         return int(value)
 
     @staticmethod
-    def _visible(record: dict[str, Any], principals: list[str] | None) -> bool:
+    def _visible(record: ItemRecord, principals: list[str] | None) -> bool:
         if principals is None:
             return True
-        readers = item_readers(record.get("additional_metadata"))
+        readers = item_readers(record["additional_metadata"])
         return readers is None or bool(set(readers) & set(principals))
 
     def _mention_relations(
-        self, org: str, graph: str, members: dict[str, dict[str, Any]], *, epoch: bool
+        self, org: str, graph: str, members: Mapping[str, Mapping[str, Any]], *, epoch: bool
     ) -> tuple[list[dict[str, Any]], bool]:
         """Structural relations recorded from the items: each member mentions entities (empty context)."""
         rows = self.entities.mentions(org, graph, list(members), AUX_CAP + 1)
