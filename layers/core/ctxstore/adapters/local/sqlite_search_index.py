@@ -19,6 +19,7 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
+from ctxstore.adapters.local import vector_snapshot
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
@@ -47,6 +49,8 @@ from ctxstore.adapters.local.sqlite_search_sql import (
 )
 from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
+
+log = logging.getLogger("ctxstore.search")
 
 _LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
@@ -66,6 +70,7 @@ class SqliteSearchIndex:
         self, path: Path, *, approx_min_rows: int = APPROX_MIN_ROWS, shortlist_min: int = SHORTLIST_MIN
     ) -> None:
         self._db = SqliteDb(path)
+        self._snapshots = vector_snapshot.folder_for(path)
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
@@ -78,7 +83,22 @@ class SqliteSearchIndex:
         self._keywords = KeywordLane()
 
     def close(self) -> None:
+        self.save_vector_snapshots()
         self._db.close()
+
+    def save_vector_snapshots(self) -> int:
+        """Save every cached scope that is current (a clean close: the next start reads it back in one go)."""
+        saved = 0
+        with self._write_lock, self._cache_lock:
+            for key, cache in self._vectors.items():
+                if cache.generation != self._generation(key):
+                    continue
+                try:
+                    vector_snapshot.save(self._snapshots, key, cache)
+                    saved += 1
+                except OSError as exc:  # a full disk: the next start reads SQLite instead
+                    log.warning("vector snapshot of %s/%s not saved: %s", key[1], key[2], exc)
+        return saved
 
     def warm_vectors(self) -> int:
         """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
@@ -329,6 +349,9 @@ class SqliteSearchIndex:
 
         Fetching every row at once held each vector three times over (the row's bytes, a per-row array, the
         matrix) and cost a Python step per row: 1M chunks took 103 s and peaked at 6.9 GB (docs/benchmarks.md)."""
+        snapshot = vector_snapshot.load(self._snapshots, key, self._generation(key))
+        if snapshot is not None:
+            return snapshot
         conn = self._db.conn
         conn.execute("BEGIN")  # one read snapshot for the generation and the rows
         try:
