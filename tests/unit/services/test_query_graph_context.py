@@ -51,8 +51,18 @@ def la(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApp]:
 
 
 def _service(la: LocalApp, graph: FakeGraph | None) -> QueryService:
-    s = la.services
-    return QueryService(s.container, s.databases, s.items, graph_context=graph)
+    s, c = la.services, la.services.container
+    index = c.search_index
+    assert index is not None  # the local app always has one
+    return QueryService(
+        c.clock,
+        s.databases,
+        s.items,
+        search_index=lambda: index,
+        embedder=lambda: c.embedder,
+        reranker=lambda: c.reranker,
+        graph_context=graph,
+    )
 
 
 def _principal(la: LocalApp) -> Principal:

@@ -37,10 +37,11 @@ from ctxstore.domain.items import (
 )
 from ctxstore.parsing import ParseError, parse_document
 from ctxstore.pipeline.retry_policy import TransientError
-from ctxstore.ports.blobs import BlobNotFound
-from ctxstore.ports.search_index import ChunkDoc, ItemKey
+from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.embedder import Embedder
+from ctxstore.ports.extractor import MemoryInferrer
+from ctxstore.ports.search_index import ChunkDoc, ItemKey, SearchIndex
 from ctxstore.ports.work_queue import Job
-from ctxstore.services.container import Container
 from ctxstore.services.items.locks import STEP_WAIT_SECONDS
 from ctxstore.services.items.service import ItemService, StatusChange, StatusExtra
 
@@ -79,18 +80,34 @@ class StaleJob(Exception):
 class IngestPipeline:
     def __init__(
         self,
-        c: Container,
         items: ItemService,
         *,
+        blobs: Callable[[], BlobStore],
+        search_index: Callable[[], SearchIndex | None],
+        embedder: Callable[[], Embedder | None],
+        inferrer: Callable[[], MemoryInferrer | None],
         config: PipelineConfig | None = None,
         graph_step: GraphStep | None = None,
         queue_graph: QueueGraph | None = None,
     ) -> None:
-        self._c = c
+        """The ports are providers, read by the steps that use them (each Step Functions task builds the
+        pipeline and runs one step; on AWS a port read builds its client). Each but `blobs` may be None where
+        the deployment has none: no index or embedder fails the job as transient, no inferrer infers nothing."""
+        self._blobs = blobs
+        self._search_index = search_index
+        self._embedder = embedder
+        self._inferrer = inferrer
         self._items = items
         self._cfg = config or PipelineConfig()
         self._graph_step = graph_step
         self._queue_graph = queue_graph
+
+    def _index(self) -> SearchIndex:
+        """The search index of the publish and graph steps (which run after `vectors` has found one)."""
+        idx = self._search_index()
+        if idx is None:  # real: a deployment without an index; the job is retried, then errored
+            raise TransientError("search index not configured")
+        return idx
 
     # ---- entry points ----------------------------------------------------------------------
     def handle(self, job: Job) -> None:
@@ -146,8 +163,7 @@ class IngestPipeline:
             raise StaleJob()
         if record["status"] in TERMINAL:
             return  # a duplicate of a finished job
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._index()
         docs = idx.item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
         chunks = [Chunk(d.chunk_id, d.position, d.text, "") for d in docs]
         relations = self.graph(org, ref, version, chunks)
@@ -188,8 +204,7 @@ class IngestPipeline:
         the whole sequence, so it converges. Under the item's lock, and only while the record still names
         this version: a replaced or deleted item gets nothing written (StaleJob). Metadata comes from the
         record as it is now, so a PATCH that landed while this version was parsed and embedded is not undone."""
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._index()
         with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS), _step("index"):
             record = self.current(org, ref, version)
             if record is None:
@@ -214,8 +229,7 @@ class IngestPipeline:
             for (_, _, item_docs), rec in live:
                 md, amd = dict(rec["metadata"] or {}), dict(rec["additional_metadata"] or {})
                 docs += [_with_metadata(d, md, amd) for d in item_docs]
-            idx = self._c.search_index
-            assert idx is not None
+            idx = self._index()
             keys = [ItemKey(r.database, r.collection, r.store, r.item_id) for (r, _, _), _ in live]  # type: ignore[arg-type]
             idx.replace_items(org, keys, docs)
             changes = [StatusChange(r, v, GRAPH_CREATION, StatusExtra(chunk_count=len(d))) for (r, v, d), _ in live]
@@ -243,7 +257,7 @@ class IngestPipeline:
     # ---- steps -----------------------------------------------------------------------------
     def parse(self, org: str, record: ItemRecord) -> Parsed:
         try:
-            data = self._c.blobs.get(org, str(record["blob_key"]))
+            data = self._blobs().get(org, str(record["blob_key"]))
         except BlobNotFound:
             raise StaleJob() from None  # replaced by a newer version whose upload removed ours
         if record["source_type"] == "file":
@@ -275,8 +289,9 @@ class IngestPipeline:
                 scope=scope,
                 whole_below=self._cfg.whole_below,
             )
-        if record["infer"] and self._c.inferrer is not None:
-            inferred = self._c.inferrer.infer_memories([text], record["user_name"])
+        inferrer = self._inferrer() if record["infer"] else None
+        if inferrer is not None:  # real: a deployment without an inference model infers nothing
+            inferred = inferrer.infer_memories([text], record["user_name"])
             base = len(chunks)
             chunks += [
                 Chunk(
@@ -298,9 +313,9 @@ class IngestPipeline:
 
     def vectors(self, org: str, record: ItemRecord, chunks: list[Chunk]) -> dict[str, npt.NDArray[np.float32]]:
         """A vector per chunk id: reused from the index when the chunk (same id, same text) is there already."""
-        idx = self._c.search_index
-        embedder = self._c.embedder
-        if idx is None or embedder is None:
+        idx = self._search_index()
+        embedder = self._embedder()
+        if idx is None or embedder is None:  # real: a deployment may lack either; the job is retried, then errored
             raise TransientError("search index or embedder not configured")
         known = {d.chunk_id: d.vector for d in idx.get_chunks(org, [c.id for c in chunks]) if d.vector is not None}
         title = str(record["title"] or "")

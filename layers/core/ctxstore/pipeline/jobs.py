@@ -79,8 +79,15 @@ def ingest_pipeline(svc: Services, *, graph_jobs: WorkflowStarter | None = None)
         name = f"graph{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}"
         graph_jobs.start(org, name, {"ref": ref.to_json(), "version": version})
 
+    c = svc.container
     return IngestPipeline(
-        svc.container, svc.items, graph_step=graph_step, queue_graph=queue_graph if graph_jobs is not None else None
+        svc.items,
+        blobs=lambda: c.blobs,
+        search_index=lambda: c.search_index,
+        embedder=lambda: c.embedder,
+        inferrer=lambda: c.inferrer,
+        graph_step=graph_step,
+        queue_graph=queue_graph if graph_jobs is not None else None,
     )
 
 

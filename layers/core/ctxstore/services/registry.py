@@ -24,6 +24,7 @@ from ctxstore.services.container import Container
 T = TypeVar("T")
 GRAPH_MISSING = "the graph engine is not configured on this deployment"
 CONNECTORS_MISSING = "connectors are not configured on this deployment"
+SEARCH_MISSING = "search is not configured on this deployment"
 
 # Each service's module is imported when the service is first built: an API function loads only the modules its
 # routes reach (the databases function never loads retrieval and numpy, none but connectors the connector service).
@@ -105,13 +106,22 @@ class Services:
     def items(self) -> ItemService:
         from ctxstore.services.items.service import ItemService
 
-        return ItemService(self.container, single_process=self.container.capabilities.single_process)
+        c = self.container
+        return ItemService(c.records, c.clock, events=lambda: c.events, single_process=c.capabilities.single_process)
 
     @cached_property
     def sources(self) -> SourceService:
         from ctxstore.services.items.sources import SourceService
 
-        sources = SourceService(self.container, self.databases, self.items)
+        c = self.container
+        sources = SourceService(
+            c.records,
+            c.clock,
+            self.databases,
+            self.items,
+            blobs=lambda: c.blobs,
+            search_index=lambda: c.search_index,
+        )
         if self._has_graph:  # an item's delete or metadata change reaches both graphs
             sources.add_purger(self._purge_item_graphs)
             sources.add_metadata_listener(self._update_graph_access)
@@ -121,7 +131,10 @@ class Services:
     def ingest(self) -> IngestService:
         from ctxstore.services.items.ingest import IngestService
 
-        return IngestService(self.container, self.databases, self.items)
+        c = self.container
+        return IngestService(
+            c.records, c.clock, self.databases, self.items, blobs=lambda: c.blobs, workflow=lambda: c.workflow
+        )
 
     @cached_property
     def status(self) -> StatusService:
@@ -162,7 +175,16 @@ class Services:
     def query(self) -> QueryService | None:
         from ctxstore.services.query.service import QueryService
 
-        return QueryService(self.container, self.databases, self.items, graph_context=self.graphs)
+        c = self.container
+        return QueryService(
+            c.clock,
+            self.databases,
+            self.items,
+            search_index=_present(lambda: c.search_index, SEARCH_MISSING),
+            embedder=lambda: c.embedder,
+            reranker=lambda: c.reranker,
+            graph_context=self.graphs,
+        )
 
     @cached_property
     def feedback(self) -> FeedbackService:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TypedDict
 from urllib.parse import quote
 
@@ -10,10 +11,12 @@ from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
 from ctxstore.domain.items import QUEUED, ItemRecord, ItemRef, StoredItem
-from ctxstore.ports.records import ConditionFailed, Put
+from ctxstore.ports.blobs import BlobStore
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import ConditionFailed, Put, RecordStore
+from ctxstore.ports.workflow import WorkflowStarter
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
 from ctxstore.services.items.service import ITEM, ItemService, new_version
@@ -93,14 +96,30 @@ def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, cr
 
 
 class IngestService:
-    def __init__(self, c: Container, databases: DatabaseService, items: ItemService) -> None:
-        self._c = c
+    def __init__(
+        self,
+        records: RecordStore,
+        clock: Clock,
+        databases: DatabaseService,
+        items: ItemService,
+        *,
+        blobs: Callable[[], BlobStore],
+        workflow: Callable[[], WorkflowStarter | None],
+    ) -> None:
+        """`blobs`, `workflow`: providers, read only when an ingest is accepted (the sources and connector paths
+        build this service too; on AWS a port read builds its boto3 client)."""
+        self._records = records
+        self._clock = clock
         self._databases = databases
         self._items = items
-        self.uploads = UploadService(c)  # large files arrive by reference (POST /context/uploads)
+        self._blobs = blobs
+        self._workflow = workflow
+        # large files arrive by reference (POST /context/uploads)
+        self.uploads = UploadService(records, clock, blobs)
 
     def accept(self, principal: Principal, req: IngestRequest) -> IngestAnswer:
-        if self._c.workflow is None:
+        workflow = self._workflow()
+        if workflow is None:  # real: an AWS function with neither ingest queue nor state machine configured
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "ingestion is not configured on this deployment")
         db = self._databases.require(principal, req.database)
         schema = [ms.parse_field(f, "schema") for f in db.data.get("metadata_schema", [])]
@@ -117,7 +136,7 @@ class IngestService:
             for spec in req.items:
                 if spec.rejected_code is None and self._items.get(org, self._ref(req, spec)) is not None:
                     raise ApiError(ErrorCode.CONFLICT, f"an item with id '{spec.id}' already exists and upsert=false")
-        results = [self._accept_one(org, req, spec) for spec in req.items]
+        results = [self._accept_one(org, req, spec, workflow) for spec in req.items]
         if any(r["status"] == QUEUED for r in results):
             self._databases.note_collection(principal, req.database, req.collection)
         ok = sum(1 for r in results if r["status"] == QUEUED)
@@ -143,7 +162,7 @@ class IngestService:
             previous = self._items.get(org, ref)
             if previous is not None and not upsert:
                 raise ConditionFailed(ref.item_id)
-            now = self._c.clock.now()
+            now = self._clock.now()
             created_at = previous.data["created_at"] if previous else now
             record = _record(spec, ref, version, key, now, created_at)
             put = Put(
@@ -155,14 +174,14 @@ class IngestService:
                 if_version=previous.version if previous is not None else None,
             )
             try:
-                self._c.records.put(org, put)
+                self._records.put(org, put)
                 return record, previous
             except ConditionFailed:
                 if not upsert:
                     raise
         raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
 
-    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> ItemResult:
+    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec, workflow: WorkflowStarter) -> ItemResult:
         graph = req.graphs.get(spec.id)
         result: ItemResult = {
             "id": spec.id,
@@ -184,11 +203,11 @@ class IngestService:
             data, ctype = _payload(spec)
             # Order matters for crash safety: blob, then the job, then the record. A job whose record is not
             # written yet waits and retries; a job whose record names a newer version is stale and stops.
-            self._c.blobs.put(org, key, data, content_type=ctype)
+            blobs = self._blobs()
+            blobs.put(org, key, data, content_type=ctype)
             if graph is not None:
-                graph_payloads.save(self._c.records, self._c.blobs, org, ref, key, graph.to_json())
-            assert self._c.workflow is not None
-            self._c.workflow.start(
+                graph_payloads.save(self._records, blobs, org, ref, key, graph.to_json())
+            workflow.start(
                 org,
                 f"ingest{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}",
                 {"ref": ref.to_json(), "version": version},
@@ -196,10 +215,10 @@ class IngestService:
             try:
                 record, previous = self._write_record(org, ref, spec, version, key, upsert=req.upsert)
             except ConditionFailed:
-                self._c.blobs.delete(org, key)
+                self._blobs().delete(org, key)
                 error = f"an item with id '{spec.id}' already exists"
                 return {**result, "status": "failed", "error": error, "error_code": "CONFLICT"}
             if previous is not None and previous.data["blob_key"] not in (None, key):
-                self._c.blobs.delete(org, str(previous.data["blob_key"]))
+                self._blobs().delete(org, str(previous.data["blob_key"]))
         self._items.emit_status(org, ref, record, previous.data["status"] if previous else None)
         return result

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TypedDict
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.items import STORES, ItemRecord, ItemRef, ItemStatus, StoredItem, item_record
-from ctxstore.ports.records import ConditionFailed, Put
-from ctxstore.services.container import Container
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import ConditionFailed, Put, RecordStore
 from ctxstore.services.items.locks import REQUEST_WAIT_SECONDS, ItemLocks
-from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
+from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED, EventSink
 
 ITEM = "item"
 GRAPH_PAYLOAD = "graph_payload"
@@ -41,10 +41,15 @@ def new_version() -> str:
 
 
 class ItemService:
-    def __init__(self, c: Container, *, single_process: bool = True) -> None:
-        """`single_process`: the item locks may live in this process's memory (Capabilities.single_process)."""
-        self._c = c
-        self._locks = ItemLocks(c.records, single_process=single_process)
+    def __init__(
+        self, records: RecordStore, clock: Clock, *, events: Callable[[], EventSink], single_process: bool = True
+    ) -> None:
+        """`events`: a provider, read on each status change (the webhook service is the sink, built on its first
+        emit). `single_process`: the item locks may live in this process's memory (Capabilities.single_process)."""
+        self._records = records
+        self._clock = clock
+        self._events = events
+        self._locks = ItemLocks(records, single_process=single_process)
 
     def lock(self, org: str, ref: ItemRef, *, wait_s: float = REQUEST_WAIT_SECONDS) -> AbstractContextManager[None]:
         """Hold the item's write lock (services/item_locks.py) for a check-then-write on its derived data."""
@@ -57,7 +62,7 @@ class ItemService:
         return self._locks.hold_many(org, [(ref.pk, ref.item_id) for ref in refs], wait_s=wait_s)
 
     def get(self, org: str, ref: ItemRef) -> StoredItem | None:
-        rec = self._c.records.get(org, ITEM, ref.pk, ref.item_id)
+        rec = self._records.get(org, ITEM, ref.pk, ref.item_id)
         return StoredItem(item_record(rec.data), rec.version) if rec is not None else None
 
     def find(self, org: str, database: str, collection: str, item_id: str) -> tuple[ItemRef, StoredItem] | None:
@@ -88,7 +93,7 @@ class ItemService:
             previous = rec.data["status"]
             data = self._with_status(rec, status, error_code, error_message, extra)
             try:
-                self._c.records.put(org, Put(ITEM, ref.pk, ref.item_id, data, if_version=rec.version))
+                self._records.put(org, Put(ITEM, ref.pk, ref.item_id, data, if_version=rec.version))
             except ConditionFailed:
                 continue  # a concurrent update of the same record; read again
             if previous != status:
@@ -110,7 +115,7 @@ class ItemService:
             moved.append((change, data, rec.data["status"]))
         if len(puts) == len(changes):
             try:
-                self._c.records.transact(org, puts)
+                self._records.transact(org, puts)
             except ConditionFailed:
                 pass
             else:
@@ -131,14 +136,14 @@ class ItemService:
         return {
             **rec.data,
             "status": status,
-            "updated_at": self._c.clock.now(),
+            "updated_at": self._clock.now(),
             "error_code": error_code,
             "error_message": error_message,
             **(extra or StatusExtra()),
         }
 
     def emit_status(self, org: str, ref: ItemRef, data: ItemRecord, previous: ItemStatus | None) -> None:
-        self._c.events.emit(
+        self._events().emit(
             org,
             INDEXING_STATUS_CHANGED,
             {
@@ -151,6 +156,6 @@ class ItemService:
                 "previous_status": previous,
                 "error_code": data["error_code"] or "",
                 "error_message": data["error_message"] or "",
-                "timestamp": iso(self._c.clock.now()),
+                "timestamp": iso(self._clock.now()),
             },
         )

@@ -14,11 +14,12 @@ from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import ADDITIONAL_METADATA_CAP_BYTES, METADATA_CAP_BYTES
 from ctxstore.domain.items import ItemRecord, ItemRef, StoredItem, item_pk, item_record
-from ctxstore.ports.blobs import BlobNotFound
-from ctxstore.ports.records import ConditionFailed, Put
+from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import ConditionFailed, Put, RecordStore
+from ctxstore.ports.search_index import SearchIndex
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM, ItemService
 
@@ -83,9 +84,22 @@ def _matches(value: Any, wanted: Any) -> bool:
 
 class SourceService:
     def __init__(
-        self, c: Container, databases: DatabaseService, items: ItemService, purgers: list[ItemPurger] | None = None
+        self,
+        records: RecordStore,
+        clock: Clock,
+        databases: DatabaseService,
+        items: ItemService,
+        *,
+        blobs: Callable[[], BlobStore],
+        search_index: Callable[[], SearchIndex | None],
+        purgers: list[ItemPurger] | None = None,
     ) -> None:
-        self._c = c
+        """`blobs`, `search_index`: providers, read only by the paths that open bodies or chunks (on AWS a port
+        read builds its boto3 client). The search index is None when CTXSTORE_SEARCH_ENDPOINT is unset on AWS."""
+        self._records = records
+        self._clock = clock
+        self._blobs = blobs
+        self._search_index = search_index
         self._databases = databases
         self._items = items
         self._purgers = list(purgers or [])
@@ -148,7 +162,7 @@ class SourceService:
         matched: list[tuple[ItemRef, ItemRecord]] = []
         after: str | None = None
         while True:
-            chunk = self._c.records.query(principal.org, ITEM, pk, after=after, limit=1000)
+            chunk = self._records.query(principal.org, ITEM, pk, after=after, limit=1000)
             for r in chunk.records:
                 d = item_record(r.data)
                 if wanted is not None and r.sk not in wanted:
@@ -222,7 +236,7 @@ class SourceService:
         }
         key = str(d["blob_key"] or "")
         try:
-            size = self._c.blobs.size(principal.org, key)
+            size = self._blobs().size(principal.org, key)
         except BlobNotFound:
             size = 0
         ctype = str(
@@ -248,7 +262,7 @@ class SourceService:
             )
         if d["source_type"] != "file":
             try:
-                body = json.loads(self._c.blobs.get(org, str(d["blob_key"])))
+                body = json.loads(self._blobs().get(org, str(d["blob_key"])))
             except (BlobNotFound, ValueError):
                 return ""
             if body.get("pairs"):
@@ -267,7 +281,7 @@ class SourceService:
             if rec is None or rec.data["title"] or rec.data["source_type"] == "file":
                 continue
             try:
-                body = json.loads(self._c.blobs.get(principal.org, str(rec.data["blob_key"])))
+                body = json.loads(self._blobs().get(principal.org, str(rec.data["blob_key"])))
             except (BlobNotFound, ValueError):
                 continue
             pairs = body.get("pairs") if isinstance(body, dict) else None
@@ -289,8 +303,8 @@ class SourceService:
         )
 
     def _chunks(self, org: str, ref: ItemRef) -> list[Any]:
-        idx = self._c.search_index
-        if idx is None:
+        idx = self._search_index()
+        if idx is None:  # real: no search index on this deployment, so no chunks
             return []
         return sorted(
             idx.item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id),  # type: ignore[arg-type]
@@ -362,8 +376,9 @@ class SourceService:
 
     def purge_item(self, org: str, ref: ItemRef) -> None:
         """Remove an item from every store: chunks and vectors, graphs, blobs, then its record."""
-        if self._c.search_index is not None:
-            self._c.search_index.delete_item(
+        idx = self._search_index()
+        if idx is not None:  # real: no search index on this deployment, nothing indexed to delete
+            idx.delete_item(
                 org,
                 ref.database,
                 ref.collection,
@@ -373,9 +388,9 @@ class SourceService:
         for purge in self._purgers:
             purge(org, ref)
         prefix = f"{rk.blob_scope_prefix(ref.database, ref.collection)}{ref.store}/{quote(ref.item_id, safe='')}/"
-        self._c.blobs.delete_prefix(org, prefix)
-        self._c.records.delete(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
-        self._c.records.delete(org, ITEM, ref.pk, ref.item_id)
+        self._blobs().delete_prefix(org, prefix)
+        self._records.delete(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
+        self._records.delete(org, ITEM, ref.pk, ref.item_id)
 
     # ---- metadata --------------------------------------------------------------------------
     def update_metadata(
@@ -421,13 +436,13 @@ class SourceService:
             md = {**(d["metadata"] or {}), **(database_metadata or {})}
             amd = {**(d["additional_metadata"] or {}), **(additional_metadata or {})}
             try:
-                self._c.records.put(
+                self._records.put(
                     principal.org,
                     Put(
                         ITEM,
                         ref.pk,
                         ref.item_id,
-                        {**d, "metadata": md, "additional_metadata": amd, "updated_at": self._c.clock.now()},
+                        {**d, "metadata": md, "additional_metadata": amd, "updated_at": self._clock.now()},
                         if_version=rec.version,
                     ),
                 )
@@ -440,10 +455,9 @@ class SourceService:
         for listener in self._metadata_listeners:
             listener(principal.org, ref, {**rec.data, "metadata": md, "additional_metadata": amd})
         chunks = self._chunks(principal.org, ref)
-        if chunks and self._c.search_index is not None:
-            self._c.search_index.upsert(
-                principal.org, [replace(c, metadata=md, additional_metadata=amd) for c in chunks]
-            )
+        idx = self._search_index()
+        if chunks and idx is not None:  # chunks come only from an index: the check is for mypy
+            idx.upsert(principal.org, [replace(c, metadata=md, additional_metadata=amd) for c in chunks])
         return {
             "id": item_id,
             "database": database,

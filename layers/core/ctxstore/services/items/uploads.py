@@ -9,15 +9,16 @@ multipart file part gives, so every ingest rule (format, 50 MB, scope, metadata)
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload
-from ctxstore.ports.blobs import BlobNotFound
-from ctxstore.ports.records import Put
+from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import Put, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 
 UPLOAD_TTL_SECONDS = 900  # how long the grant is valid
 STAGED_TTL_SECONDS = 24 * 3600  # how long a received, un-ingested file is kept (S3: lifecycle rule)
@@ -38,8 +39,11 @@ def _filename(value: object, where: str) -> str:
 
 
 class UploadService:
-    def __init__(self, c: Container) -> None:
-        self._c = c
+    def __init__(self, records: RecordStore, clock: Clock, blobs: Callable[[], BlobStore]) -> None:
+        """`blobs`: a provider, read per call (built with the ingest service, which most ingests use without it)."""
+        self._records = records
+        self._clock = clock
+        self._blobs = blobs
 
     def create(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(body) - {"filename", "size_bytes", "content_type"})
@@ -58,8 +62,8 @@ class UploadService:
         if ctype is not None and (not isinstance(ctype, str) or len(ctype) > 255 or "\n" in ctype):
             raise invalid("'content_type' must be a media type string")
         upload_id = uuid.uuid4().hex
-        now = self._c.clock.now()
-        grant = self._c.blobs.presigned_post(
+        now = self._clock.now()
+        grant = self._blobs().presigned_post(
             principal.org,
             staged_key(upload_id),
             expires_in=UPLOAD_TTL_SECONDS,
@@ -67,7 +71,7 @@ class UploadService:
             content_type=ctype or None,
         )
         record = {"filename": filename, "content_type": ctype or None, "created_at": now}
-        self._c.records.put(
+        self._records.put(
             principal.org,
             Put(rk.UPLOAD, "", upload_id, record, if_absent=True, expires_at=now + STAGED_TTL_SECONDS),
         )
@@ -100,24 +104,24 @@ class UploadService:
             if upload_id in seen:
                 raise invalid(f"{where}.upload_id '{upload_id}' is listed twice")
             seen.add(upload_id)
-            rec = self._c.records.get(principal.org, rk.UPLOAD, "", upload_id)
+            rec = self._records.get(principal.org, rk.UPLOAD, "", upload_id)
             if rec is None:
                 raise ApiError(ErrorCode.NOT_FOUND, f"{where}: no upload '{upload_id}' (unknown or expired)")
             filename = _filename(ref["filename"], f"{where}.filename") if "filename" in ref else rec.data["filename"]
             try:
-                size = self._c.blobs.size(principal.org, staged_key(upload_id))
+                size = self._blobs().size(principal.org, staged_key(upload_id))
             except BlobNotFound:
                 raise invalid(f"{where}: upload '{upload_id}' has not been received yet") from None
             if size > MAX_FILE_BYTES:  # S3's policy already refuses these; checked again, before reading
                 raise ApiError(
                     ErrorCode.PAYLOAD_TOO_LARGE, f"file '{filename}' is {size} bytes; the limit is 50 MB per file"
                 )
-            data = self._c.blobs.get(principal.org, staged_key(upload_id))
+            data = self._blobs().get(principal.org, staged_key(upload_id))
             out.append(Upload(filename=str(filename), content_type=rec.data.get("content_type"), data=data))
         return out
 
     def release(self, principal: Principal, upload_ids: list[str]) -> None:
         """After the items were stored under their own keys: the staged copies are no longer needed."""
         for upload_id in upload_ids:
-            self._c.blobs.delete(principal.org, staged_key(upload_id))
-            self._c.records.delete(principal.org, rk.UPLOAD, "", upload_id)
+            self._blobs().delete(principal.org, staged_key(upload_id))
+            self._records.delete(principal.org, rk.UPLOAD, "", upload_id)

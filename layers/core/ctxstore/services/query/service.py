@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from ctxstore.domain.clock_utils import iso
-from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.items import ItemRecord, ItemRef
-from ctxstore.ports.search_index import ChunkDoc, Store
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.embedder import Embedder
+from ctxstore.ports.reranker import Reranker
+from ctxstore.ports.search_index import ChunkDoc, SearchIndex, Store
 from ctxstore.retrieval import feedback, thinking
 from ctxstore.retrieval.fusion import Candidate, LaneHits, fuse, ranked
 from ctxstore.retrieval.graph_context import GraphContextRequest, GraphContextSource
 from ctxstore.retrieval.hybrid import HybridRetriever, RetrievalScope
 from ctxstore.retrieval.signals import choose_alpha, route
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.service import ItemService
 from ctxstore.services.query.request import QueryBody, QueryRequest, build_request, query_body
@@ -86,12 +87,22 @@ class Answer:
 class QueryService:
     def __init__(
         self,
-        c: Container,
+        clock: Clock,
         databases: DatabaseService,
         items: ItemService,
+        *,
+        search_index: Callable[[], SearchIndex],
+        embedder: Callable[[], Embedder | None],
+        reranker: Callable[[], Reranker | None],
         graph_context: GraphContextSource | None = None,
     ) -> None:
-        self._c = c
+        """`search_index`, `embedder`, `reranker`: providers, read per query (the service is built with the
+        routes; on AWS a port read builds its client). `search_index` raises SERVICE_UNAVAILABLE where the
+        deployment has none (registry); the embedder and reranker are None where none is configured."""
+        self._clock = clock
+        self._search_index = search_index
+        self._embedder = embedder
+        self._reranker = reranker
         self._databases = databases
         self._items = items
         self.graph_context = graph_context
@@ -103,8 +114,7 @@ class QueryService:
         return self.run(principal, build_request(typed, schema))
 
     def run(self, principal: Principal, req: QueryRequest) -> QueryAnswer:
-        if self._c.search_index is None:
-            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "search is not configured on this deployment")
+        self._search_index()  # 503 before any work where the deployment has no search index
         scope = RetrievalScope(
             org=principal.org,
             database=req.database,
@@ -119,8 +129,7 @@ class QueryService:
 
     # ---- retrieval -----------------------------------------------------------------------------
     def retriever(self) -> HybridRetriever:
-        assert self._c.search_index is not None
-        return HybridRetriever(self._c.search_index, self._c.embedder, self._c.reranker)
+        return HybridRetriever(self._search_index(), self._embedder(), self._reranker())
 
     def retrieve(self, scope: RetrievalScope, req: QueryRequest) -> Answer:
         r = self.retriever()
@@ -180,7 +189,7 @@ class QueryService:
 
     def _recency(self, pool: list[Candidate], docs: dict[str, ChunkDoc], bias: float) -> list[Candidate]:
         """score x (1 + bias x 2^(-age / 30 days)): at bias 1 a new item counts up to twice an old one."""
-        now = self._c.clock.now()
+        now = self._clock.now()
         for c in pool:
             d = docs.get(c.chunk_id)
             if d is not None and d.created_at > 0:
@@ -190,8 +199,7 @@ class QueryService:
 
     # ---- response ------------------------------------------------------------------------------
     def _render(self, org: str, scope: RetrievalScope, req: QueryRequest, answer: Answer) -> QueryAnswer:
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._search_index()
         pool = (
             answer.ranked[: max(3 * req.max_results, 30)] if req.recency_bias > 0 else answer.ranked[: req.max_results]
         )
@@ -284,8 +292,7 @@ class QueryService:
         chunk was indexed for (the records read go into `records`). A search index whose deletes lag its
         writes (OpenSearch Serverless) can still hold chunks of a deleted item or an older version; they are
         skipped and the next candidates read instead. Locally the first window is the whole answer."""
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._search_index()
         top: list[Candidate] = []
         start = 0
         while len(top) < want and start < len(candidates):
@@ -308,15 +315,13 @@ class QueryService:
         return top
 
     def _neighbours(self, org: str, d: ChunkDoc, n: int) -> list[ChunkDoc]:
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._search_index()
         siblings = idx.item_chunks(org, d.database, d.collection, d.store, d.item_id)
         return [s for s in siblings if s.chunk_id != d.chunk_id and abs(s.position - d.position) <= n]
 
     def _thread_context(self, org: str, d: ChunkDoc, rec: ItemRecord) -> list[ChunkDoc]:
         """App-aware context: the first chunk of the item's parent and of its thread's root item."""
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._search_index()
         out: list[ChunkDoc] = []
         for other in dict.fromkeys(x for x in (rec["parent_id"], rec["thread_id"]) if x):
             if other == d.item_id:
@@ -332,8 +337,7 @@ class QueryService:
         records: dict[tuple[str, str, str], ItemRecord | None],
     ) -> dict[str, dict[str, Any]]:
         """Chunks of the items that retrieved items declare as related (`relations.ids`)."""
-        idx = self._c.search_index
-        assert idx is not None
+        idx = self._search_index()
         out: dict[str, dict[str, Any]] = {}
         seen: set[tuple[str, str]] = set()
         for c in top:
