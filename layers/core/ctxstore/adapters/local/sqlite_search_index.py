@@ -10,7 +10,9 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
   race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
-  shortlist by 1-bit codes and rescore exactly (vector_cache.py).
+  shortlist by 1-bit codes and rescore exactly (vector_cache.py); from `ann_min_rows` rows a scope also
+  gets an HNSW index (ann_index.py), built or loaded in the background, kept current with the writes,
+  and saved in `search.db.ann/` (a cache: caught up with the rows on load, rebuilt when unusable).
 - Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
@@ -32,6 +34,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
+from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
@@ -45,7 +48,13 @@ from ctxstore.adapters.local.sqlite_search_sql import (
     scope_id,
     vector_blob,
 )
-from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
+from ctxstore.adapters.local.vector_cache import (
+    ANN_MIN_ROWS,
+    APPROX_MIN_ROWS,
+    SHORTLIST_MIN,
+    VectorScope,
+    nearest,
+)
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
 _LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
@@ -63,9 +72,19 @@ class _Delta:
 
 class SqliteSearchIndex:
     def __init__(
-        self, path: Path, *, approx_min_rows: int = APPROX_MIN_ROWS, shortlist_min: int = SHORTLIST_MIN
+        self,
+        path: Path,
+        *,
+        approx_min_rows: int = APPROX_MIN_ROWS,
+        shortlist_min: int = SHORTLIST_MIN,
+        ann_min_rows: int = ANN_MIN_ROWS,
+        ann_in_background: bool = True,
     ) -> None:
         self._db = SqliteDb(path)
+        self._ann_min_rows = ann_min_rows
+        self._ann_in_background = ann_in_background  # False: the query that needs the index builds it (tests)
+        self._ann_dir = path.parent / f"{path.name}.ann"
+        self._ann_builds: dict[ScopeKey, threading.Thread] = {}
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
@@ -78,7 +97,55 @@ class SqliteSearchIndex:
         self._keywords = KeywordLane()
 
     def close(self) -> None:
+        self.save_ann()
         self._db.close()
+
+    # -- HNSW indexes of large scopes (a cache of the rows; see ann_index.py) --------------------
+
+    def _ensure_ann(self, key: ScopeKey, cache: VectorScope) -> None:
+        """Start loading or building the scope's index when it is large enough and has none."""
+        if cache.ann is not None or cache.live < self._ann_min_rows:
+            return
+        if not self._ann_in_background:
+            self._build_ann(key, cache)
+            return
+        with self._cache_lock:
+            running = self._ann_builds.get(key)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(target=self._build_ann, args=(key, cache), name="ann-build", daemon=True)
+            self._ann_builds[key] = thread
+        thread.start()
+
+    def _build_ann(self, key: ScopeKey, cache: VectorScope) -> None:
+        path = scope_file(self._ann_dir, key)
+        with self._cache_lock:
+            ids, mat, at = cache.alive_rows()
+        ann = AnnIndex.load(path, cache.dim)
+        if ann is None:
+            ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
+        else:  # the bulk of a catch-up, without the lock
+            ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
+        with self._cache_lock:
+            cache.install_ann(ann)  # the writes made meanwhile
+        if ann.dirty:
+            ann.save(path)
+
+    def wait_ann(self, timeout: float | None = None) -> bool:
+        """Wait for the index builds under way; answers whether they all ended."""
+        with self._cache_lock:
+            threads = list(self._ann_builds.values())
+        for thread in threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in threads)
+
+    def save_ann(self) -> int:
+        """Save the indexes changed since they were loaded or saved (a restart then catches up less)."""
+        with self._cache_lock:
+            changed = [(key, c.ann) for key, c in self._vectors.items() if c.ann is not None and c.ann.dirty]
+        for key, ann in changed:
+            ann.save(scope_file(self._ann_dir, key))
+        return len(changed)
 
     def warm_vectors(self) -> int:
         """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
@@ -87,7 +154,9 @@ class SqliteSearchIndex:
             for o, d, s in self._db.conn.execute("SELECT org, database, store FROM vector_scopes")
         ]
         for key in keys:
-            self._scope(key)
+            cache = self._scope(key)
+            if cache is not None:
+                self._ensure_ann(key, cache)
         return len(keys)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -368,6 +437,8 @@ class SqliteSearchIndex:
                 return cache
             loaded = self._load(key)
             if loaded is not None:
+                if cache is not None and cache.ann is not None and cache.dim == loaded.dim:
+                    loaded.install_ann(cache.ann)  # caught up by rowids: only what changed is re-added
                 self._vectors[key] = loaded
             return loaded
 
@@ -387,9 +458,11 @@ class SqliteSearchIndex:
     def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
         if limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
-        cache = self._scope((org, flt.database, flt.store))
+        key = (org, flt.database, flt.store)
+        cache = self._scope(key)
         if cache is None or cache.n == 0:
             return []
+        self._ensure_ann(key, cache)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
@@ -407,7 +480,13 @@ class SqliteSearchIndex:
             mask &= np.isin(view.ids, allowed)
         k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
         rowids, scores = nearest(
-            view, query, mask, k, approx_min_rows=self._approx_min_rows, shortlist_min=self._shortlist_min
+            view,
+            query,
+            mask,
+            k,
+            approx_min_rows=self._approx_min_rows,
+            shortlist_min=self._shortlist_min,
+            ann_min_rows=self._ann_min_rows,
         )
         if rowids.size == 0:
             return []
