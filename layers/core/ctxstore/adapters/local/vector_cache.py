@@ -90,7 +90,6 @@ class ScopeView:
     codes: Codes | None
     center: Vector | None
     ann: AnnIndex | None = None
-    pos: dict[int, int] | None = None  # rowid -> row; rows at or past len(ids) are newer than this view
 
 
 @dataclass
@@ -256,7 +255,6 @@ class VectorScope:
             codes=self.codes[:, :n] if approximate and self.codes is not None else None,
             center=self.center if approximate else None,
             ann=self.ann,
-            pos=self.pos,
         )
 
 
@@ -312,14 +310,15 @@ def _ann_candidates(
     view: ScopeView, query: Vector, mask: npt.NDArray[np.bool_], allowed: int, k: int
 ) -> npt.NDArray[np.int64] | None:
     """Positions of the HNSW index's candidates that `mask` allows, or None when they cannot fill k."""
-    assert view.ann is not None and view.pos is not None
+    assert view.ann is not None
     share = allowed / max(1, len(view.ann))
     fetch = math.ceil(k / min(1.0, share) * (ANN_OVERFETCH if share < 1.0 else 1.0))
     if fetch > ANN_MAX_FETCH:
         return None
     rowids = view.ann.search(query, fetch)
-    n, pos = len(mask), view.pos
-    found = np.fromiter((pos.get(int(r), n) for r in rowids), dtype=np.int64, count=rowids.size)
-    found = found[found < n]  # rows added after this view was taken
+    # Rowids ascend along the rows (appended in rowid order, AUTOINCREMENT): a binary search finds each row.
+    # Rowids this view does not hold (added since) land on another row and are dropped by the check.
+    found = np.minimum(np.searchsorted(view.ids, rowids), len(view.ids) - 1)
+    found = found[view.ids[found] == rowids]
     found = found[mask[found]]
     return found if found.size >= min(k, allowed) else None
