@@ -222,3 +222,26 @@ def test_usearch_and_onnxruntime_load_in_one_process() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-500:]
     assert done.stdout.strip() == "(384,)"
+
+
+def test_a_scope_reloaded_after_another_writer_keeps_its_index_caught_up(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, _ = real
+    index = _open(tmp_path)
+    other = SqliteSearchIndex(tmp_path / "search.db")  # another process's writes: this cache misses them
+    try:
+        _fill(index, _docs(rows[:3000]))
+        index.vector_search(ORG, _flt(), rows[0], limit=5)
+        ann = index._vectors[KEY].ann
+        _fill(other, _docs(rows[3000:], first=3000))
+        other.delete_item(ORG, DB, "c0", "knowledge", "i0")
+        index.upsert(ORG, _docs(rows[:1], first=9000))  # this writer's own write after the missed ones
+        assert index.vector_search(ORG, _flt(), rows[3500], limit=5)[0].chunk_id == "k3500"
+        assert index._vectors[KEY].ann is ann  # the same index, caught up by rowids rather than rebuilt
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+    finally:
+        other.close()
+        index.close()

@@ -183,8 +183,7 @@ class SqliteSearchIndex:
                 if cache is None:
                     continue
                 if cache.generation != gen:
-                    del self._vectors[key]  # missed a write somewhere: reload on next use
-                    continue
+                    continue  # missed a write somewhere: the next use reloads it (and catches its index up)
                 try:
                     cache.remove(delta.removed.get(key, ()))
                     cache.add(delta.added.get(key, ()))
