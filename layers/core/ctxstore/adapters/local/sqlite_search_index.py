@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
-from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
+from ctxstore.adapters.local.ann_keeper import AnnKeeper
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
@@ -81,10 +81,6 @@ class SqliteSearchIndex:
         ann_in_background: bool = True,
     ) -> None:
         self._db = SqliteDb(path)
-        self._ann_min_rows = ann_min_rows
-        self._ann_in_background = ann_in_background  # False: the query that needs the index builds it (tests)
-        self._ann_dir = path.parent / f"{path.name}.ann"
-        self._ann_builds: dict[ScopeKey, threading.Thread] = {}
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
@@ -92,6 +88,9 @@ class SqliteSearchIndex:
         migrate_keywords(self._db)
         self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
+        self._ann = AnnKeeper(
+            path.parent / f"{path.name}.ann", self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background
+        )
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
@@ -100,52 +99,15 @@ class SqliteSearchIndex:
         self.save_ann()
         self._db.close()
 
-    # -- HNSW indexes of large scopes (a cache of the rows; see ann_index.py) --------------------
-
-    def _ensure_ann(self, key: ScopeKey, cache: VectorScope) -> None:
-        """Start loading or building the scope's index when it is large enough and has none."""
-        if cache.ann is not None or cache.live < self._ann_min_rows:
-            return
-        if not self._ann_in_background:
-            self._build_ann(key, cache)
-            return
-        with self._cache_lock:
-            running = self._ann_builds.get(key)
-            if running is not None and running.is_alive():
-                return
-            thread = threading.Thread(target=self._build_ann, args=(key, cache), name="ann-build", daemon=True)
-            self._ann_builds[key] = thread
-        thread.start()
-
-    def _build_ann(self, key: ScopeKey, cache: VectorScope) -> None:
-        path = scope_file(self._ann_dir, key)
-        with self._cache_lock:
-            ids, mat, at = cache.alive_rows()
-        ann = AnnIndex.load(path, cache.dim)
-        if ann is None:
-            ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
-        else:  # the bulk of a catch-up, without the lock
-            ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
-        with self._cache_lock:
-            cache.install_ann(ann)  # the writes made meanwhile
-        if ann.dirty:
-            ann.save(path)
-
     def wait_ann(self, timeout: float | None = None) -> bool:
-        """Wait for the index builds under way; answers whether they all ended."""
-        with self._cache_lock:
-            threads = list(self._ann_builds.values())
-        for thread in threads:
-            thread.join(timeout)
-        return not any(t.is_alive() for t in threads)
+        """Wait for the HNSW index builds under way (ann_keeper.py); answers whether they all ended."""
+        return self._ann.wait(timeout)
 
     def save_ann(self) -> int:
-        """Save the indexes changed since they were loaded or saved (a restart then catches up less)."""
+        """Save the HNSW indexes changed since they were loaded or saved; answers how many."""
         with self._cache_lock:
-            changed = [(key, c.ann) for key, c in self._vectors.items() if c.ann is not None and c.ann.dirty]
-        for key, ann in changed:
-            ann.save(scope_file(self._ann_dir, key))
-        return len(changed)
+            scopes = list(self._vectors.items())
+        return self._ann.save(scopes)
 
     def warm_vectors(self) -> int:
         """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
@@ -156,7 +118,7 @@ class SqliteSearchIndex:
         for key in keys:
             cache = self._scope(key)
             if cache is not None:
-                self._ensure_ann(key, cache)
+                self._ann.ensure(key, cache)
         return len(keys)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -461,7 +423,7 @@ class SqliteSearchIndex:
         cache = self._scope(key)
         if cache is None or cache.n == 0:
             return []
-        self._ensure_ann(key, cache)
+        self._ann.ensure(key, cache)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
@@ -485,7 +447,7 @@ class SqliteSearchIndex:
             k,
             approx_min_rows=self._approx_min_rows,
             shortlist_min=self._shortlist_min,
-            ann_min_rows=self._ann_min_rows,
+            ann_min_rows=self._ann.min_rows,
         )
         if rowids.size == 0:
             return []
