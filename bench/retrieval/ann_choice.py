@@ -13,7 +13,22 @@ current lane (vector_cache.nearest: 1-bit shortlist + exact rescoring) is measur
 machine is shared, so compare ratios, not absolute times. Writes bench/results/ann_choice.json (merged per
 size) and prints a table. At 1M, built indexes are saved under ~/.cache/ctxstore-ann and reused.
 
-Choice: see CHOICE below (written from the numbers of the run it cites).
+Choice: usearch, HNSW with i8 codes, its candidates rescored exactly in float32 (as the lane does).
+At 100k rows, in one run (load 8-10 on 2 cores, so read the ratios): the current lane recall@100 0.988 at
+p50/p95 7.7/12.7 ms; usearch i8 0.990 at 1.7/17.4 ms (breadth 384; 0.980 at 1.3 ms at 256), ratio 0.22;
+faiss HNSW (flat) 0.983 at 2.3/7.9 ms, ratio 0.29. Build 1.4 ms (usearch i8) vs 1.2 ms (faiss) a vector
+on both cores. Memory: usearch i8 640 B a vector resident (533 on disk) against faiss HNSW's 1,680 (it
+keeps its own float32 copy, which the lane already holds). Restart: 0.25 s to load 100k (0.03 s mmap view)
+vs 0.31 s. Deletes decide it: usearch removes by key (0.5-0.9 us a key, no deleted row returned), while
+faiss refuses remove_ids on HNSW ("not implemented for this type of index"), so every re-ingest would
+leave a dead node to hide with a selector until a full rebuild. Filtered search: usearch's Python API has
+no predicate (over-fetch and drop: one collection in ten, 0.991 at 13 ms) and faiss's IDSelector does as
+well there (0.979 at 12.8 ms) but collapses on narrow filters (one in a hundred: 0.31 at breadth 384);
+for those both lose to scanning the collection's rows (1,000 rows: 0.1 ms), which the lane does. faiss
+IVF-PQ (48 x 8-bit, nlist 1024, 400 rescored) stops near recall 0.956, below the target. usearch f32/f16
+reach the target at 7.6/6.2 ms (earlier run) for 3x/1.6x the memory of i8. One hazard, found here:
+usearch's extension loaded before onnxruntime makes onnxruntime's import crash (SIGSEGV), so
+adapters/local/ann_index.py loads onnxruntime first. 1M rows: see the results file ("1000000").
 """
 
 from __future__ import annotations
@@ -49,9 +64,6 @@ TARGET = 0.98
 BREADTHS = (100, 128, 192, 256, 384, 512, 768, 1024)  # both libraries search at least k wide
 Vectors = npt.NDArray[np.float32]
 Keys = npt.NDArray[np.int64]
-
-CHOICE = "(filled in after the run)"
-
 
 # A restart in a fresh process: load time and resident memory the loaded index adds (page cache warm).
 _CHILD = """
