@@ -28,7 +28,15 @@ for those both lose to scanning the collection's rows (1,000 rows: 0.1 ms), whic
 IVF-PQ (48 x 8-bit, nlist 1024, 400 rescored) stops near recall 0.956, below the target. usearch f32/f16
 reach the target at 7.6/6.2 ms (earlier run) for 3x/1.6x the memory of i8. One hazard, found here:
 usearch's extension loaded before onnxruntime makes onnxruntime's import crash (SIGSEGV), so
-adapters/local/ann_index.py loads onnxruntime first. 1M rows: see the results file ("1000000").
+adapters/local/ann_index.py loads onnxruntime first.
+
+At 1M rows the choice does not hold: usearch (connectivity 16, expansion_add 128) reached recall@100 only
+0.38 at breadth 100 rising to 0.51 at 1024 (3.9 ms; i8 and f16 alike, so not the codes: the graph), where
+the current lane kept 0.998 at p50 111-289 ms. The grown corpus holds ~193 noisy copies of each SciFact
+vector, a hard shape for HNSW. So the index is off by default in the lane (SqliteSearchIndex(ann_min_rows=
+...) enables it); next to try: connectivity 32-48 / expansion_add 256+ at 1M, faiss HNSW at 1M, and the
+recall on a real 1M corpus. 1M build: 555 us (i8) / 941 us (f16) a vector on both cores; restart load
+0.65 s (i8, 0.13 s mmap) / 2.3 s (f16).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Brings each large vector scope its HNSW index (ann_index.py): loaded or built off the query path, saved.
 
-The owner (SqliteSearchIndex) calls `ensure` when it uses a scope; a scope of `min_rows` live rows or more
+The owner (SqliteSearchIndex) calls `ensure` when it uses a scope; with `min_rows` set (None: no index), a
+scope of that many live rows or more
 without an index gets one in a background thread, so queries keep answering by the scan or the shortlist
 meanwhile. The thread loads the scope's file (or builds from the rows when it is unusable), catches it up
 with the rows without the owner's lock, then installs it under the lock, which adds the writes made
@@ -22,7 +23,7 @@ ScopeKey = tuple[str, str, str]  # org, database, store
 
 
 class AnnKeeper:
-    def __init__(self, directory: Path, lock: threading.Lock, *, min_rows: int, in_background: bool) -> None:
+    def __init__(self, directory: Path, lock: threading.Lock, *, min_rows: int | None, in_background: bool) -> None:
         self.directory = directory
         self.min_rows = min_rows
         self._lock = lock  # the owner's cache lock: scopes change under it
@@ -31,7 +32,7 @@ class AnnKeeper:
 
     def ensure(self, key: ScopeKey, cache: VectorScope) -> None:
         """Start loading or building the scope's index when it is large enough and has none."""
-        if cache.ann is not None or cache.live < self.min_rows:
+        if self.min_rows is None or cache.ann is not None or cache.live < self.min_rows:
             return
         if not self._in_background:
             self._build(key, cache)

@@ -10,9 +10,9 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
   race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
-  shortlist by 1-bit codes and rescore exactly (vector_cache.py); from `ann_min_rows` rows a scope also
-  gets an HNSW index (ann_index.py), built or loaded in the background, kept current with the writes,
-  and saved in `search.db.ann/` (a cache: caught up with the rows on load, rebuilt when unusable).
+  shortlist by 1-bit codes and rescore exactly (vector_cache.py). With `ann_min_rows` set (off by
+  default: recall at 1M rows, see vector_cache.ANN_MIN_ROWS), scopes that large also get an HNSW index
+  (ann_keeper.py, ann_index.py), kept current with the writes and saved in `search.db.ann/`.
 - Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
@@ -49,7 +49,6 @@ from ctxstore.adapters.local.sqlite_search_sql import (
     vector_blob,
 )
 from ctxstore.adapters.local.vector_cache import (
-    ANN_MIN_ROWS,
     APPROX_MIN_ROWS,
     SHORTLIST_MIN,
     VectorScope,
@@ -77,7 +76,7 @@ class SqliteSearchIndex:
         *,
         approx_min_rows: int = APPROX_MIN_ROWS,
         shortlist_min: int = SHORTLIST_MIN,
-        ann_min_rows: int = ANN_MIN_ROWS,
+        ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
         ann_in_background: bool = True,
     ) -> None:
         self._db = SqliteDb(path)
@@ -447,7 +446,7 @@ class SqliteSearchIndex:
             k,
             approx_min_rows=self._approx_min_rows,
             shortlist_min=self._shortlist_min,
-            ann_min_rows=self._ann.min_rows,
+            ann_min_rows=self._ann.min_rows or 0,
         )
         if rowids.size == 0:
             return []
