@@ -11,7 +11,9 @@ setup:
 	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
 	./scripts/install-system-deps.sh
 	./scripts/build-console-assets.sh
-	$(UV) sync --frozen --all-extras
+	# Bytecode compiled at install, as pip does for a wheel: otherwise every `serve` start compiles its imports
+	# again wherever PYTHONDONTWRITEBYTECODE is set (seconds of a restart; bench/ops/restart.py).
+	$(UV) sync --frozen --all-extras --compile-bytecode
 
 serve: setup
 	$(UV) run ctxstore serve $(ARGS)

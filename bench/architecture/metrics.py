@@ -5,6 +5,8 @@ Counts, over the server package `layers/core/ctxstore` (and `functions/`):
   themselves) that import an adapter or a connector, plus `functions/*/app.py` lines beyond two;
 - `dict[str, Any]` occurrences;
 - None-checks on the services' container of ports (`self._c.<port> is None`, `assert self._c.<port> ...`);
+- reads of the container of ports (`._c.`) in services and pipeline, and the service classes that take the whole
+  `Container` against those that name their ports in the constructor;
 - functions above cyclomatic complexity 15 (ruff's C901 at 15);
 - modules over 500 lines;
 - `ctxstore --help` wall time (median of 7 runs; `python -c pass` in the same run as the reference);
@@ -17,6 +19,7 @@ an after sit side by side).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -30,6 +33,7 @@ HERE = Path(__file__).resolve().parents[2]
 RESULTS = HERE / "bench" / "results" / "architecture.json"
 WIRING = re.compile(r"^\s*(from|import)\s+ctxstore\.(adapters|connectors)\b", re.M)
 PORT_NONE = re.compile(r"self\._c\.\w+\s+is\s+(not\s+)?None|assert\s+self\._c\.\w+")
+CONTAINER_READ = re.compile(r"\._c\.\w")
 
 
 def _package(root: Path) -> Path:
@@ -64,6 +68,29 @@ def text_counts(root: Path) -> dict[str, int]:
         "dict_str_any": sum(t.count("dict[str, Any]") for t in texts),
         "port_none_checks": sum(len(PORT_NONE.findall(t)) for t in texts),
     }
+
+
+def container_use(root: Path) -> dict[str, Any]:
+    """Container reads in services/ and pipeline/; which service classes (`*Service`, `IngestPipeline`) take it."""
+    pkg = _package(root)
+    reads = 0
+    taking: list[str] = []
+    naming: list[str] = []
+    for p in _modules(root):
+        if p.relative_to(pkg).parts[0] not in ("services", "pipeline"):
+            continue
+        text = p.read_text(encoding="utf-8")
+        reads += len(CONTAINER_READ.findall(text))
+        for node in ast.walk(ast.parse(text)):
+            if not (isinstance(node, ast.ClassDef) and node.name.endswith(("Service", "Pipeline"))):
+                continue
+            init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+            if init is None:
+                continue
+            params = [*init.args.args, *init.args.kwonlyargs]
+            takes = any(a.annotation is not None and "Container" in ast.unparse(a.annotation) for a in params)
+            (taking if takes else naming).append(f"{p.relative_to(pkg)}:{node.name}")
+    return {"reads": reads, "classes_taking_container": taking, "classes_naming_ports": naming}
 
 
 def complexity(root: Path) -> dict[str, Any]:
@@ -129,6 +156,7 @@ def measure(root: Path) -> dict[str, Any]:
         "load_avg_1m": round(load[0], 2),
         "wiring": wiring_sites(root),
         **text_counts(root),
+        "container": container_use(root),
         "complexity": complexity(root),
         "modules": big_modules(root),
         "cli": help_time(root),
@@ -153,6 +181,11 @@ def main() -> None:
         f"functions/*/app.py lines beyond two: {w['function_app_lines_beyond_two']}"
     )
     print(f"  dict[str, Any]: {result['dict_str_any']}   None-checks on ports: {result['port_none_checks']}")
+    cu = result["container"]
+    print(
+        f"  container reads in services/pipeline: {cu['reads']}   service classes taking the Container: "
+        f"{len(cu['classes_taking_container'])}, naming their ports: {len(cu['classes_naming_ports'])}"
+    )
     print(
         f"  functions over complexity 15: {result['complexity']['over_15']}   "
         f"modules over 500 lines: {result['modules']['over_500_lines']}"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ctxstore.domain.items import ItemRef
 from ctxstore.ports.records import Put
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
+from ctxstore.services.items.service import GRAPH_PAYLOAD
 from tests.api.test_relations import PAYLOAD, TEXT, ingest, relations, triples
 from tests.support.app import LocalApp
 

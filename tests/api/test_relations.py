@@ -256,7 +256,7 @@ def test_other_organisation_sees_nothing(db: LocalApp, other_key: str) -> None:
 def test_cached_ranking_follows_every_write_even_another_process(db: LocalApp) -> None:
     # a collection-wide read ranks every group once and keeps the ranking until the graph's version
     # token changes: each write (ingest, delete, metadata) must show on the next read
-    from ctxstore.services.graphs.service import GraphService
+    from ctxstore.services.registry import Services
 
     ingest(db, [{"id": "m", "content": {"text": "Microsoft acquired GitHub in 2018."}}])
     for acl in (None, "bob"):
@@ -271,7 +271,8 @@ def test_cached_ranking_follows_every_write_even_another_process(db: LocalApp) -
     # another process (its own service, its own cache) writes to the same graph
     graphs = db.services.graphs
     assert graphs is not None
-    other = GraphService(db.container, graphs._databases, graphs._items)
+    other = Services(db.container).graphs
+    assert other is not None and other is not graphs
     other.entities.remove_item("default", "ctx:knowledge:acme:", "a")
     for acl in (None, "bob"):
         assert relations(db, acl=acl).json()["data"]["relations"] == []

@@ -162,10 +162,12 @@ print(json.dumps([routers, sorted(h for h in {HEAVY!r} if h in sys.modules)]))
 def test_query_function_searches_the_collection(aws: MotoWorld, search: RecordingAdapter) -> None:  # noqa: F811
     """POST /query through its Lambda: the chunk indexed in the collection comes back; requests are SigV4 for aoss."""
     from ctxstore.config import Settings
+    from ctxstore.domain.items import item_pk
     from ctxstore.ports.records import Put
     from ctxstore.ports.search_index import ChunkDoc
     from ctxstore.runtime.aws import build_aws
-    from ctxstore.services.items.service import ITEM, item_pk
+    from ctxstore.services.items.service import ITEM
+    from tests.support.items import item_record
 
     key = new_key("acme-org")
     _ready_database("acme-org", "acme")
@@ -173,7 +175,7 @@ def test_query_function_searches_the_collection(aws: MotoWorld, search: Recordin
     index = container.search_index
     assert index is not None
     for item_id in ("doc1", "doc2"):  # /query returns only chunks whose item record exists
-        data = {"version": "v1", "status": "completed", "source_type": "file", "title": item_id}
+        data = item_record(item_id, source_type="file", database="acme")
         container.records.put("acme-org", Put(ITEM, item_pk("acme", "", "knowledge"), item_id, data))
     index.upsert(
         "acme-org",

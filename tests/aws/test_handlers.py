@@ -80,7 +80,8 @@ def new_key(org: str = "acme-org") -> str:
     from ctxstore.runtime.aws import build_aws
     from ctxstore.services.access.keys import KeyService
 
-    return KeyService(build_aws(Settings())).create(org)
+    c = build_aws(Settings())
+    return KeyService(c.records, c.clock).create(org)
 
 
 def body(resp: dict[str, Any]) -> dict[str, Any]:

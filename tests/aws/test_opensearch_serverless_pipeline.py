@@ -17,11 +17,12 @@ import pytest
 from botocore.credentials import Credentials
 
 from ctxstore.adapters.aws.opensearch_index import OpenSearchIndex, opensearch_client
+from ctxstore.domain.items import ItemRef
 from ctxstore.pipeline.ingest_steps import IngestSteps
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.pipeline.search_visibility import SearchVisibility
-from ctxstore.services.items.service import ITEM, ItemRef
+from ctxstore.services.items.service import ITEM
 from tests.aws.fake_opensearch import FakeClock, FakeCollection, RecordingAdapter, connection_class
 from tests.support.app import LocalApp, make_app
 

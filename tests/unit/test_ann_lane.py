@@ -203,7 +203,7 @@ def test_index_builds_in_the_background_while_the_lane_answers(
         _fill(index, _docs(rows))
         first = index.vector_search(ORG, _flt(), queries[0], limit=10)  # answered by the scan meanwhile
         assert len(first) == 10
-        assert index.wait_ann(timeout=120)
+        assert index._ann.wait(timeout=120)
         _fill(index, _docs(rows[:50], first=len(rows)))  # writes after the build reach the index too
         assert len(_ann_keys(index)) == len(rows) + 50
     finally:

@@ -5,6 +5,7 @@ cache was filled as it wrote), across several collections, deletions and more ro
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ def test_a_reloaded_scope_answers_like_the_one_that_wrote_it(tmp_path: Path, mon
         [(h.chunk_id, h.score) for h in writer.vector_search("org", f, q, limit=15)] for f in filters for q in queries
     ]
     writer.close()
+    shutil.rmtree(tmp_path / "search.db.vectors")  # the close saved a snapshot: read the rows from SQLite here
     reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
     got = [
         [(h.chunk_id, h.score) for h in reader.vector_search("org", f, q, limit=15)] for f in filters for q in queries

@@ -185,6 +185,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2  # background job threads in `serve`
+    # CTXSTORE_SHUTDOWN_TIMEOUT_S: SIGTERM/SIGINT to exit of `serve`, at most. Requests in flight get the first
+    # half to finish, workers finish their jobs until 70% of it (then release the rest to the queue), the stores
+    # close in the remainder; past it the process exits at once (exit 1) and the next start runs what was left.
+    shutdown_timeout_s: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
     # CTXSTORE_GRAPH_AOF_REWRITE_MB: the graph engine rewrites its append-only file past this many MB of writes
     # (a restart replays them at ~0.6 MB/s; 0 leaves it to Redis's own 64 MB rule)

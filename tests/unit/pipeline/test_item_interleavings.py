@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from ctxstore.domain.items import ItemRef
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.ports.search_index import ChunkDoc
-from ctxstore.services.items.service import ItemRef
 from tests.support.app import LocalApp
 from tests.unit.pipeline.conftest import DB
 from tests.unit.pipeline.conftest import org_of as _org

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.services.container import Container
 from ctxstore.services.registry import Services
 from tests.aws.moto_env import ROOT
+from tests.fakes.ports import FakeClock, InMemoryRecordStore, InMemoryVault, InMemoryWorkQueue
 
 
 class _Counting:
@@ -49,7 +51,7 @@ def test_unknown_ports_and_missing_required_ports_fail_loudly() -> None:
 
 def test_graph_purgers_are_wired_before_the_graph_is_built() -> None:
     graph = _Counting(object())
-    svc = Services(Container(records=object(), factories={"graph": graph}))
+    svc = Services(Container(records=object(), clock=object(), factories={"graph": graph}))
     _ = svc.sources, svc.databases  # in either order
     assert graph.calls == 0
     assert svc.graphs is not None and graph.calls == 0  # the graph service reads its port per call
@@ -58,8 +60,43 @@ def test_graph_purgers_are_wired_before_the_graph_is_built() -> None:
 
 
 def test_without_a_graph_nothing_is_wired() -> None:
-    svc = Services(Container(records=object()))
+    svc = Services(Container(records=object(), clock=object()))
     assert svc.graphs is None and svc.databases._purgers == [] and svc.sources._purgers == []
+
+
+# Ports only some paths of a service use reach it as providers (read per call), not as built adapters.
+PER_CALL_PORTS = ("queue", "blobs", "search_index", "graph", "extractor", "vault", "http_sender")
+
+
+def test_building_the_services_builds_no_port_but_the_records_and_the_clock() -> None:
+    built = {name: _Counting(object()) for name in PER_CALL_PORTS}
+    svc = Services(Container(records=object(), clock=object(), factories=built))
+    _ = svc.webhooks, svc.keys, svc.databases, svc.feedback, svc.byog, svc.graphs
+    assert {name: f.calls for name, f in built.items()} == dict.fromkeys(PER_CALL_PORTS, 0)
+
+
+def test_the_webhook_service_is_built_on_the_first_emit_not_with_the_services() -> None:
+    records = _Counting(object())
+    c = Container(clock=object(), factories={"records": records})
+    svc = Services(c)
+    assert records.calls == 0 and "webhooks" not in vars(svc)
+    assert c.events is svc.webhooks and records.calls == 1  # the event sink is the webhook service
+
+
+def test_the_connector_service_opens_the_vault_only_to_seal_or_open_credentials() -> None:
+    clock = FakeClock()
+    ports = {"records": InMemoryRecordStore(clock), "clock": clock, "queue": InMemoryWorkQueue(clock)}
+    vault = _Counting(InMemoryVault())
+    connectors = Services(Container(**ports, factories={"vault": vault})).connectors
+    assert connectors is not None and vault.calls == 0
+    creds, _ = connectors._ready()
+    creds.sealed_put("o1", "c1", {"access_token": "t"}, if_version=None)
+    assert vault.calls == 1
+    without = Services(Container(**ports)).connectors  # no vault on this deployment: connectors answer 503
+    assert without is not None
+    with pytest.raises(ApiError) as err:
+        without._ready()
+    assert err.value.code is ErrorCode.SERVICE_UNAVAILABLE
 
 
 PROBE = """

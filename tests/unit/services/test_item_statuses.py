@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxstore.services.items.service import GRAPH_CREATION, QUEUED, ItemRef, StatusChange
+from ctxstore.domain.items import GRAPH_CREATION, QUEUED, ItemRef
+from ctxstore.services.items.service import StatusChange
 from tests.support.app import LocalApp, make_app
 
 DB = "d"

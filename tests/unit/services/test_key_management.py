@@ -38,8 +38,7 @@ def _info(keys: KeyService, token: str) -> float | None:
 
 def test_last_used_is_recorded_at_most_once_a_minute(local: LocalApp) -> None:
     clock = SteppedClock(1_000_000.0)
-    local.container.clock = clock
-    keys = local.services.keys
+    keys = KeyService(local.container.records, clock)  # the clock is a constructor port
     token = keys.create("acme")
     assert _info(keys, token) is None
     keys.authenticate(token)
@@ -91,8 +90,7 @@ def test_a_key_limited_to_some_databases_grants_no_wider_access(local: LocalApp)
 
 def test_principal_for_a_prefix_follows_revocation_and_expiry(local: LocalApp) -> None:
     clock = SteppedClock(2_000_000.0)
-    local.container.clock = clock
-    keys = local.services.keys
+    keys = KeyService(local.container.records, clock)  # the clock is a constructor port
     short = keys.create("acme", expires_in_s=60)
     prefix = short.split("_")[1]
     assert keys.principal_for(prefix).org == "acme"

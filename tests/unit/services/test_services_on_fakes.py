@@ -16,6 +16,7 @@ import pytest
 
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import IngestRequest, parse_ingest
+from ctxstore.domain.items import COMPLETED, PROCESSING, QUEUED, ItemRef
 from ctxstore.ports.credential_vault import VaultError
 from ctxstore.ports.records import ConditionFailed, Put
 from ctxstore.services import record_kinds as rk
@@ -24,7 +25,6 @@ from ctxstore.services.connectors.credentials import CredentialStore
 from ctxstore.services.connectors.scheduling import BUSY_RETRY_S, SYNC_QUEUE, SyncScheduling
 from ctxstore.services.container import Container
 from ctxstore.services.databases import PROVISION_QUEUE
-from ctxstore.services.items.service import COMPLETED, PROCESSING, QUEUED, ItemRef
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 from tests.fakes.ports import (
@@ -203,7 +203,8 @@ def test_connector_syncs_follow_the_scheduler_and_never_run_twice() -> None:
 def test_connector_credentials_are_sealed_bound_and_written_compare_and_set() -> None:
     clock = FakeClock()
     records = InMemoryRecordStore(clock)
-    creds = CredentialStore(records, InMemoryVault(), clock)
+    vault = InMemoryVault()
+    creds = CredentialStore(records, lambda: vault, clock)
     records.put("o1", creds.sealed_put("o1", "c1", {"access_token": "xoxb-secret"}, if_version=None))
     stored = records.get("o1", rk.CONNECTOR_CREDENTIALS, "", "c1")
     assert stored is not None and "xoxb-secret" not in json.dumps(stored.data)

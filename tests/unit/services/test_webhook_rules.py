@@ -16,8 +16,10 @@ from ctxstore.config import WebhookSettings
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.network_policy import address_refusal
 from ctxstore.pipeline.jobs import webhook_retry
+from ctxstore.ports.http_sender import HttpSender
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
+from ctxstore.services.registry import Services
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 from ctxstore.services.webhooks.rules import (
     WEBHOOK_QUEUE,
@@ -150,9 +152,13 @@ def container(tmp_path: Path) -> Iterator[Container]:
     db.close()
 
 
+def _service(c: Container, sender: HttpSender) -> WebhookService:
+    return WebhookService(c.records, c.clock, queue=lambda: c.queue, sender=lambda: sender)
+
+
 def test_dns_rebinding_is_refused_at_delivery(container: Container) -> None:
     sender = FlippingSender()
-    svc = WebhookService(container, sender)
+    svc = _service(container, sender)
     p = Principal(org="o1", key_prefix="abcdefabcdef")
     svc.register(p, "https://hooks.example.com/x", None, None, False)  # vetted: public address
     svc.emit("o1", INDEXING_STATUS_CHANGED, {"id": "d1", "indexing_status": "completed"})
@@ -167,7 +173,7 @@ def test_dns_rebinding_is_refused_at_delivery(container: Container) -> None:
 def test_connection_is_pinned_to_the_vetted_address(container: Container) -> None:
     sender = FlippingSender()
     sender.answers = [["93.184.215.14"]]
-    svc = WebhookService(container, sender)
+    svc = _service(container, sender)
     p = Principal(org="o1", key_prefix="abcdefabcdef")
     svc.register(p, "https://hooks.example.com/x", None, None, False)
     svc.emit("o1", INDEXING_STATUS_CHANGED, {"id": "d1", "indexing_status": "completed"})
@@ -178,7 +184,7 @@ def test_connection_is_pinned_to_the_vetted_address(container: Container) -> Non
 
 
 def test_registration_without_a_sender_is_unavailable(container: Container) -> None:
-    svc = WebhookService(container, None)
+    svc = Services(container).webhooks  # the container has no http_sender
     with pytest.raises(ApiError) as err:
         svc.register(Principal(org="o1", key_prefix="k"), "https://example.com/", None, None, False)
     assert err.value.code is ErrorCode.SERVICE_UNAVAILABLE

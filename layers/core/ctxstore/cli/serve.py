@@ -11,6 +11,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
@@ -81,6 +83,8 @@ def run_server(settings: Settings) -> int:
     from ctxstore.runtime.local import DataDirTooNew, local_work_signal, recover_local
     from ctxstore.runtime.observability import start_observability
 
+    from .serve_shutdown import DrainingServer, ShutdownPlan, exit_without_teardown, watchdog
+
     json_log.configure(settings.log_format)
     _warn_missing_optional_parts()
     lock = _lock_data_dir(settings.data_dir)
@@ -130,33 +134,49 @@ def run_server(settings: Settings) -> int:
     # Keep-alive well past clients' own idle expiry (httpx: 5 s): uvicorn's 5 s default closed connections
     # while an overloaded loop had not yet read the next request on them, and clients saw no answer at all.
     json_lines = settings.log_format == "json"
+    plan = ShutdownPlan(settings.shutdown_timeout_s)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level="info",
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=plan.http_s,
         timeout_keep_alive=75,
         backlog=4096,
         # JSON lines: uvicorn's loggers propagate to ours; our access line (with the request id) replaces its.
         log_config=None if json_lines else LOGGING_CONFIG,
         access_log=not json_lines,
     )
-    server = uvicorn.Server(config)
+
+    def begin_drain() -> None:  # at the signal: no new syncs or jobs; the held ones finish meanwhile
+        scheduler.request_stop()
+        connectors.stop()  # wakes provider waits so a sync chunk ends early
+        sync_runner.request_stop()
+        runner.request_stop()
+
+    server = DrainingServer(config, begin_drain)
     # uvicorn re-raises the signal after its graceful shutdown; these handlers absorb it so the
     # workers and stores below are closed in order and the process exits 0.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: None)
+    clean_exit: threading.Event | None = None
     try:
-        server.run()  # handles SIGINT/SIGTERM with a graceful shutdown
+        server.run()  # handles SIGINT/SIGTERM with a graceful shutdown (requests in flight finish)
     finally:
-        scheduler.stop()
-        connectors.stop()  # wakes provider waits so the sync runner can stop
-        sync_runner.stop()
-        runner.stop()
+        started = server.stopping_since or time.monotonic()
+        clean_exit = watchdog(plan, started)
+        begin_drain()
+        scheduler.stop(plan.workers_left(started))
+        released = sync_runner.stop(plan.workers_left(started)) + runner.stop(plan.workers_left(started))
         observed.close()
         container.close()
         lock.close()
+        clean_exit.set()
+        logging.getLogger("ctxstore").info("stopped in %.1fs", time.monotonic() - started)
+        if released:
+            # A released job's worker may still be inside the embedding model's native threads, which abort
+            # the interpreter's teardown: its job is back in the queue, so leave without one.
+            exit_without_teardown(0)
     return 0
 
 

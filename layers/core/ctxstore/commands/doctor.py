@@ -1,4 +1,5 @@
-"""`ctxstore doctor`: can this machine use the server? The URL, reachability, version, key, database readiness.
+"""`ctxstore doctor`: can this machine use the server? The URL, reachability, version, key, database readiness;
+and which optional parts `ctxstore serve` would use here are present (tesseract, the graph engine, models).
 
 Each check passes (`ok`), fails (`FAIL`, with the fix) or names the `next` step of a setup that is fine so
 far (no database yet is where every newcomer starts, not a failure).
@@ -22,11 +23,14 @@ if TYPE_CHECKING:
     from ctxstore.client import CtxstoreClient
 
 OK, FAIL, NEXT = "ok", "FAIL", "next"
+MISSING = "missing"  # an optional part of this machine: a degradation to know of, not a failure
 
 
 @dataclass
 class Report:
     checks: list[dict[str, Any]] = field(default_factory=list)
+    # This machine's optional parts for `ctxstore serve`: listed apart, a missing one is no failed check.
+    parts: list[dict[str, Any]] = field(default_factory=list)
     exit_code: int = exit_codes.OK
 
     def add(self, name: str, state: str, detail: str, fix: str = "", *, exit_code: int | None = None) -> None:
@@ -42,13 +46,19 @@ class Report:
 
     def show(self, out: Output) -> None:
         if out.json:
-            out.data({"ok": not self.failed, "checks": self.checks})
+            out.data({"ok": not self.failed, "checks": self.checks, "optional_parts": self.parts})
             return
         out.table(
             "ctxstore doctor",
             ["check", "", "detail", "fix / next step"],
             [(c["check"], c["state"], c["detail"], c["fix"]) for c in self.checks],
         )
+        if self.parts:
+            out.table(
+                "this machine, for `ctxstore serve`",
+                ["part", "", "detail", "fix"],
+                [(p["part"], p["state"], p["detail"], p["fix"]) for p in self.parts],
+            )
 
 
 def _config(report: Report, settings: Settings) -> None:
@@ -148,8 +158,20 @@ def register(app: typer.Typer) -> None:
                         "use a client of the same major version",
                     )
                     _key_and_database(report, client, settings)
+            _optional_parts(report)
         report.show(out)
         raise typer.Exit(report.exit_code)
+
+
+def _optional_parts(report: Report) -> None:
+    from ctxstore.commands.optional_parts import check_parts
+
+    for part, found in check_parts():
+        report.parts.append(
+            {"part": part.name, "state": OK, "detail": f"found: {found}", "fix": ""}
+            if found
+            else {"part": part.name, "state": MISSING, "detail": f"not found: {part.without}", "fix": part.fix}
+        )
 
 
 def _key_and_database(report: Report, client: CtxstoreClient, settings: Settings) -> None:

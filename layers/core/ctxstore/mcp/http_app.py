@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -33,6 +35,9 @@ HEADER_DATABASE = "x-ctxstore-database"
 HEADER_COLLECTION = "x-ctxstore-collection"
 HEADER_GRAPH_DATABASE = "x-ctxstore-graph-database"
 HEADER_GRAPH_COLLECTION = "x-ctxstore-graph-collection"
+
+log = logging.getLogger("ctxstore.mcp")
+STARTUP_WAIT_S = 60.0  # a /mcp request that arrives while the SDK still loads waits this long for it
 
 # Stateless mode opens and ends a transport per request; the SDK logs each at INFO ("Terminating session").
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
@@ -69,6 +74,7 @@ class McpEndpoint:
         self._principal_of = principal_of
         self._settings = settings
         self._manager: StreamableHTTPSessionManager | None = None
+        self._ready: anyio.Event | None = None  # set once the manager runs (or failed to start)
 
     def _resolve(self, ctx: Context) -> tuple[ContextBackend, Defaults]:
         request = ctx.request_context.request
@@ -79,11 +85,9 @@ class McpEndpoint:
             raise ToolFailure("UNAUTHORIZED", "send 'Authorization: Bearer <API_KEY>' with every request")
         return ServiceBackend(self._services, principal), defaults_from_headers(request.headers)
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
+    def _build(self) -> Any:
         from ctxstore.mcp.tools import build_server
 
-        # A fresh server and manager per lifespan: a manager runs once, and tests may start an app twice.
         server = build_server(self._resolve)
         server.streamable_http_app(
             streamable_http_path=PATH,
@@ -91,15 +95,45 @@ class McpEndpoint:
             stateless_http=True,
             transport_security=security(self._settings),
         )
+        return server
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The session manager, run by a task of this lifespan; the server listens before it is up.
+
+        The SDK takes about a second to import: a worker thread builds the MCP server while the API already
+        answers (a restarting server's first query does not wait for it); /mcp requests meanwhile wait for it.
+        A fresh server and manager per lifespan: a manager runs once, and tests may start an app twice.
+        """
+        ready = self._ready = anyio.Event()
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._serve, ready, stop)
+            try:
+                yield
+            finally:
+                stop.set()
+
+    async def _serve(self, ready: anyio.Event, stop: anyio.Event) -> None:
+        try:
+            server = await anyio.to_thread.run_sync(self._build)
+        except Exception:
+            log.exception("MCP endpoint failed to start; /mcp answers 503")
+            ready.set()
+            return
         manager = server.session_manager
         async with manager.run():
             self._manager = manager
+            ready.set()
             try:
-                yield
+                await stop.wait()
             finally:
                 self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._manager is None and self._ready is not None:
+            with anyio.move_on_after(STARTUP_WAIT_S):
+                await self._ready.wait()
         if self._manager is None:
             body: dict[str, Any] = {
                 "jsonrpc": "2.0",

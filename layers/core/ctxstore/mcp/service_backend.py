@@ -86,7 +86,7 @@ class ServiceBackend:
         if query is None:
             raise ToolFailure("SERVICE_UNAVAILABLE", "query is not configured on this deployment")
         self._charge_query()
-        return self._run(lambda: query.query(self._p, {**body, "database": db, "collection": col}))
+        return self._run(lambda: dict(query.query(self._p, {**body, "database": db, "collection": col})))
 
     def ingest_items(self, scope: Scope, store: str, items: list[dict[str, Any]]) -> dict[str, Any]:
         db, col = self._names(scope)
@@ -105,7 +105,7 @@ class ServiceBackend:
                 graph_payload=None,
                 classify=classify,
             )
-            return self._svc.ingest.accept(self._p, req)
+            return dict(self._svc.ingest.accept(self._p, req))
 
         return self._run(accept)
 
@@ -127,7 +127,7 @@ class ServiceBackend:
                 graph_payload=None,
                 classify=classify,
             )
-            return self._svc.ingest.accept(self._p, req)
+            return dict(self._svc.ingest.accept(self._p, req))
 
         return self._run(accept)
 
@@ -135,7 +135,7 @@ class ServiceBackend:
         db, col = self._names(scope)
         try:
             with _as_tool_failure():
-                statuses: list[dict[str, Any]] = self._svc.status.lookup(self._p, db, col, ids)["statuses"]
+                statuses = [dict(s) for s in self._svc.status.lookup(self._p, db, col, ids)["statuses"]]
                 return statuses
         except ToolFailure as failure:
             if failure.code != "FILE_NOT_FOUND":  # every id unknown: the route's 404, here one entry per id

@@ -11,7 +11,6 @@ import os
 import shutil
 from typing import Any
 
-import pytesseract
 from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
 
 from .model import MAX_IMAGE_PIXELS, MAX_OCR_PAGES, Budget, ParsedDocument, ParseError
@@ -57,12 +56,19 @@ def _prepare(frame: Image.Image) -> Image.Image:
     return img
 
 
+# The program pytesseract runs by default. pytesseract itself loads on the first image: it imports pandas when
+# installed (1.5 s), which `serve` should not pay at start for this check.
+TESSERACT = "tesseract"
+
+
 def ocr_available() -> bool:
-    """Whether the tesseract program pytesseract runs can be found."""
-    return shutil.which(pytesseract.pytesseract.tesseract_cmd) is not None
+    """Whether the tesseract program can be found."""
+    return shutil.which(TESSERACT) is not None
 
 
 def ocr_image(img: Image.Image, budget: Budget) -> str:
+    import pytesseract
+
     remaining = budget.remaining()
     if remaining <= 1:
         raise ParseError("parse time budget exceeded before OCR")

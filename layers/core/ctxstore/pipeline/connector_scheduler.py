@@ -26,6 +26,10 @@ class SchedulerLoop:
         self._thread = threading.Thread(target=self._loop, name="ctxstore-connector-scheduler", daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Queue no more syncs (a drain's first step); `stop` then waits for the thread."""
+        self._stop.set()
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         if self._thread is not None:

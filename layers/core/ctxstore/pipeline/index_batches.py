@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.items import ItemRef
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.ports.search_index import ChunkDoc
 from ctxstore.ports.work_queue import Job
-from ctxstore.services.items.service import ItemRef
 
 log = logging.getLogger("ctxstore.ingest")
 

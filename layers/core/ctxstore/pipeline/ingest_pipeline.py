@@ -25,6 +25,16 @@ from ctxstore import observability as obs
 from ctxstore.domain.chunking import DEFAULT_WHOLE_BELOW, Chunk, chunk_id, chunk_markdown, embedding_input
 from ctxstore.domain.conversation import Turn, pair_turns, turn_chunks
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.items import (
+    COMPLETED,
+    ERRORED,
+    GRAPH_CREATION,
+    PROCESSING,
+    TERMINAL,
+    ItemRecord,
+    ItemRef,
+    ItemStatus,
+)
 from ctxstore.parsing import ParseError, parse_document
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.ports.blobs import BlobNotFound
@@ -32,16 +42,7 @@ from ctxstore.ports.search_index import ChunkDoc, ItemKey
 from ctxstore.ports.work_queue import Job
 from ctxstore.services.container import Container
 from ctxstore.services.items.locks import STEP_WAIT_SECONDS
-from ctxstore.services.items.service import (
-    COMPLETED,
-    ERRORED,
-    GRAPH_CREATION,
-    PROCESSING,
-    TERMINAL,
-    ItemRef,
-    ItemService,
-    StatusChange,
-)
+from ctxstore.services.items.service import ItemService, StatusChange, StatusExtra
 
 log = logging.getLogger("ctxstore.ingest")
 
@@ -53,7 +54,7 @@ INFERRED_PREFIX = "Inferred from conversation: "
 PUBLISH_DOCS = 500
 PUBLISH_BYTES = 4 * 1024 * 1024
 
-GraphStep = Callable[[str, ItemRef, dict[str, Any], list[Chunk]], int]
+GraphStep = Callable[[str, ItemRef, ItemRecord, list[Chunk]], int]
 QueueGraph = Callable[[str, ItemRef, str], None]  # org, item, version: start its graph job
 
 
@@ -153,7 +154,7 @@ class IngestPipeline:
         self.complete(org, ref, version, relations)
 
     # ---- stages (each one Task of statemachines/ingest.asl.json) -------------------------------
-    def begin(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> dict[str, Any] | None:
+    def begin(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> ItemRecord | None:
         """Load the item at this version and mark it processing; None for a duplicate of a finished job.
 
         Raises StaleJob (replaced or deleted) or TransientError (record not visible yet)."""
@@ -163,7 +164,7 @@ class IngestPipeline:
         self._set(org, ref, version, PROCESSING)
         return record
 
-    def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: dict[str, Any]) -> list[Chunk] | None:
+    def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: ItemRecord) -> list[Chunk] | None:
         """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:
             with _step("parse"):
@@ -193,7 +194,7 @@ class IngestPipeline:
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
-            md, amd = dict(record.get("metadata") or {}), dict(record.get("additional_metadata") or {})
+            md, amd = dict(record["metadata"] or {}), dict(record["additional_metadata"] or {})
             idx.delete_item(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
             count = 0
             for batch in batches:
@@ -211,13 +212,13 @@ class IngestPipeline:
             live = [(item, rec) for item, rec in zip(items, current, strict=True) if rec is not None]
             docs: list[ChunkDoc] = []
             for (_, _, item_docs), rec in live:
-                md, amd = dict(rec.get("metadata") or {}), dict(rec.get("additional_metadata") or {})
+                md, amd = dict(rec["metadata"] or {}), dict(rec["additional_metadata"] or {})
                 docs += [_with_metadata(d, md, amd) for d in item_docs]
             idx = self._c.search_index
             assert idx is not None
             keys = [ItemKey(r.database, r.collection, r.store, r.item_id) for (r, _, _), _ in live]  # type: ignore[arg-type]
             idx.replace_items(org, keys, docs)
-            changes = [StatusChange(r, v, GRAPH_CREATION, {"chunk_count": len(d)}) for (r, v, d), _ in live]
+            changes = [StatusChange(r, v, GRAPH_CREATION, StatusExtra(chunk_count=len(d))) for (r, v, d), _ in live]
             moved = iter(self._items.set_statuses(org, changes))
         return [rec is not None and next(moved) for rec in current]
 
@@ -240,7 +241,7 @@ class IngestPipeline:
         return self._items.set_status(org, ref, version, ERRORED, error_code=STORAGE_ERROR, error_message=error[:500])
 
     # ---- steps -----------------------------------------------------------------------------
-    def parse(self, org: str, record: dict[str, Any]) -> Parsed:
+    def parse(self, org: str, record: ItemRecord) -> Parsed:
         try:
             data = self._c.blobs.get(org, str(record["blob_key"]))
         except BlobNotFound:
@@ -256,11 +257,11 @@ class IngestPipeline:
             ]
             return Parsed("\n\n".join(exchanges), pair_turns(body["pairs"], body.get("user_name")))
         text = str(body.get("text") or "")
-        title = str(record.get("title") or "")
+        title = str(record["title"] or "")
         heading = title and record["source_type"] == "app" and not _opens_with(text, title)
         return Parsed(f"# {title}\n\n{text}" if heading else text)
 
-    def chunk(self, ref: ItemRef, record: dict[str, Any], parsed: Parsed) -> list[Chunk]:
+    def chunk(self, ref: ItemRef, record: ItemRecord, parsed: Parsed) -> list[Chunk]:
         scope = ref.pk
         text = parsed.text
         if parsed.turns:
@@ -274,8 +275,8 @@ class IngestPipeline:
                 scope=scope,
                 whole_below=self._cfg.whole_below,
             )
-        if record.get("infer") and self._c.inferrer is not None:
-            inferred = self._c.inferrer.infer_memories([text], record.get("user_name"))
+        if record["infer"] and self._c.inferrer is not None:
+            inferred = self._c.inferrer.infer_memories([text], record["user_name"])
             base = len(chunks)
             chunks += [
                 Chunk(
@@ -288,21 +289,21 @@ class IngestPipeline:
             ]
         return chunks
 
-    def embed(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> list[ChunkDoc]:
+    def embed(self, org: str, ref: ItemRef, record: ItemRecord, chunks: list[Chunk]) -> list[ChunkDoc]:
         return self.documents(ref, record, chunks, self.vectors(org, record, chunks))
 
     @property
     def embed_batch(self) -> int:
         return self._cfg.embed_batch
 
-    def vectors(self, org: str, record: dict[str, Any], chunks: list[Chunk]) -> dict[str, npt.NDArray[np.float32]]:
+    def vectors(self, org: str, record: ItemRecord, chunks: list[Chunk]) -> dict[str, npt.NDArray[np.float32]]:
         """A vector per chunk id: reused from the index when the chunk (same id, same text) is there already."""
         idx = self._c.search_index
         embedder = self._c.embedder
         if idx is None or embedder is None:
             raise TransientError("search index or embedder not configured")
         known = {d.chunk_id: d.vector for d in idx.get_chunks(org, [c.id for c in chunks]) if d.vector is not None}
-        title = str(record.get("title") or "")
+        title = str(record["title"] or "")
         todo = [c for c in chunks if c.id not in known]
         for start in range(0, len(todo), self._cfg.embed_batch):
             batch = todo[start : start + self._cfg.embed_batch]
@@ -315,16 +316,16 @@ class IngestPipeline:
     def documents(
         self,
         ref: ItemRef,
-        record: dict[str, Any],
+        record: ItemRecord,
         chunks: list[Chunk],
         vectors: dict[str, npt.NDArray[np.float32]],
         *,
         inferred: bool | None = None,
     ) -> list[ChunkDoc]:
         """`inferred`: whether the item has inferred chunks, when `chunks` is one batch of it (else derived)."""
-        title = str(record.get("title") or "")
-        md = dict(record.get("metadata") or {})
-        amd = dict(record.get("additional_metadata") or {})
+        title = str(record["title"] or "")
+        md = dict(record["metadata"] or {})
+        amd = dict(record["additional_metadata"] or {})
         if inferred if inferred is not None else has_inferred(chunks):
             amd.setdefault("inferred_available", True)
         return [
@@ -337,27 +338,27 @@ class IngestPipeline:
                 text=c.text,
                 vector=vectors[c.id],
                 title=title,
-                source_type=str(record.get("source_type") or ""),
-                created_at=float(record.get("timestamp") or record.get("created_at") or 0.0),
+                source_type=str(record["source_type"] or ""),
+                created_at=float(record["timestamp"] or record["created_at"] or 0.0),
                 metadata=md,
                 additional_metadata=amd,
                 position=c.position,
-                version=str(record.get("version") or ""),
+                version=str(record["version"] or ""),
             )
             for c in chunks
         ]
 
     # ---- helpers ---------------------------------------------------------------------------
-    def current(self, org: str, ref: ItemRef, version: str) -> dict[str, Any] | None:
+    def current(self, org: str, ref: ItemRef, version: str) -> ItemRecord | None:
         """The item's record while it is still at `version` (None once replaced or deleted)."""
         rec = self._items.get(org, ref)
-        if rec is None or str(rec.data.get("version")) != version:
+        if rec is None or str(rec.data["version"]) != version:
             return None
         return rec.data
 
-    def _load(self, org: str, ref: ItemRef, version: str, attempt: int) -> dict[str, Any]:
+    def _load(self, org: str, ref: ItemRef, version: str, attempt: int) -> ItemRecord:
         rec = self._items.get(org, ref)
-        if attempt == 1 and (rec is None or str(rec.data.get("version")) < version):
+        if attempt == 1 and (rec is None or str(rec.data["version"]) < version):
             # A worker woken by the enqueue can get here before the accept, which holds the item's lock,
             # writes the record: wait for that lock once rather than retry a second later.
             with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS):
@@ -368,15 +369,28 @@ class IngestPipeline:
             if attempt >= 3:
                 raise StaleJob()
             raise TransientError("item record not visible yet")
-        current = str(rec.data.get("version"))
+        current = str(rec.data["version"])
         if current > version:
             raise StaleJob()
         if current < version:
             raise TransientError("item record not updated yet")
         return rec.data
 
-    def _set(self, org: str, ref: ItemRef, version: str, status: str, **kw: Any) -> None:
-        if not self._items.set_status(org, ref, version, status, **kw):
+    def _set(
+        self,
+        org: str,
+        ref: ItemRef,
+        version: str,
+        status: ItemStatus,
+        *,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        extra: StatusExtra | None = None,
+    ) -> None:
+        ok = self._items.set_status(
+            org, ref, version, status, error_code=error_code, error_message=error_message, extra=extra
+        )
+        if not ok:
             raise StaleJob()
 
 

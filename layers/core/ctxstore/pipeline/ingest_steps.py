@@ -26,13 +26,13 @@ import numpy as np
 
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.domain.items import ItemRecord, ItemRef
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob, bounded_batches, has_inferred
 from ctxstore.pipeline.jobs import ingest_pipeline
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.pipeline.search_visibility import SearchVisibility
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
 from ctxstore.ports.search_index import ChunkDoc, ItemKey, SearchIndex
-from ctxstore.services.items.service import ItemRef
 from ctxstore.services.registry import Services
 
 CONTINUE = {"outcome": "continue"}
@@ -188,16 +188,16 @@ class IngestSteps:
     def _await_searchable(self, t: Task) -> None:
         record = self._record(t)
         key = ItemKey(t.ref.database, t.ref.collection, t.ref.store, t.ref.item_id)  # type: ignore[arg-type]
-        chunks = int(record.get("chunk_count") or 0)
+        chunks = int(record["chunk_count"] or 0)
         self._visibility.await_searchable(self._search(), t.org, key, t.version, chunks)
 
-    def _record(self, t: Task) -> dict[str, Any]:
+    def _record(self, t: Task) -> ItemRecord:
         record = self._p.current(t.org, t.ref, t.version)
         if record is None:
             raise StaleJob()
         return record
 
-    def _documents(self, t: Task, record: dict[str, Any], work: str, plan: WorkPlan) -> Iterator[ChunkDoc]:
+    def _documents(self, t: Task, record: ItemRecord, work: str, plan: WorkPlan) -> Iterator[ChunkDoc]:
         """The item's index documents, read one batch of chunks and vectors at a time."""
         for start, end in plan.batches():
             chunks = self._batch(t.org, work, start, end)
@@ -244,7 +244,7 @@ class IngestSteps:
             self._blobs.delete_prefix(org, work)
 
 
-def _work_prefix(record: dict[str, Any]) -> str:
+def _work_prefix(record: ItemRecord) -> str:
     """Next to the item version's upload, so deleting the item's (or database's) blobs removes it too."""
     return f"{record['blob_key']}.work/"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxstore.config import WebhookSettings
+from ctxstore.domain.items import ItemRef
 from ctxstore.pipeline.index_batches import IndexBatches
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
@@ -14,7 +15,6 @@ from ctxstore.ports.workflow import INGEST_QUEUE, WorkflowStarter
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
 from ctxstore.services.databases import PROVISION_QUEUE
-from ctxstore.services.items.service import ItemRef
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
 from ctxstore.services.webhooks.service import WebhookService

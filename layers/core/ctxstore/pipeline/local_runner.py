@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -20,6 +21,7 @@ BatchHandler = Callable[[Sequence[Job]], list[BaseException | None]]
 FailureHook = Callable[[Job, str], None]
 Outcome = Literal["done", "retry", "failed"]
 MAX_STORAGE_BACKOFF_S = 5.0
+RELEASED = "released at shutdown: its worker did not finish it in time"
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ class LocalRunner:
         self._unrecorded_lock = threading.Lock()
         self._running: dict[str, int] = {}
         self._running_lock = threading.Lock()
+        # Jobs claimed and not yet settled, by worker thread: what a stop releases if their worker is still busy.
+        self._claimed: dict[int, list[Job]] = {}
+        self._released: set[tuple[str, str, str]] = set()
+        self._claimed_lock = threading.Lock()
 
     def start(self) -> None:
         for i in range(self._threads):
@@ -71,13 +77,30 @@ class LocalRunner:
             t.start()
             self._workers.append(t)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def request_stop(self) -> None:
+        """Claim nothing more; the workers finish the jobs they hold (the first step of a drain)."""
         self._stop.set()
         if self._wake is not None:
             self._wake.notify()
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Drain: wait up to `timeout` in all for the workers to finish their jobs, then hand back to the queue
+        (ready at once) the jobs of those still busy, so the next start runs them without waiting out a lease.
+        Returns how many were released. A released job's late outcome is dropped: it runs again."""
+        self.request_stop()
+        deadline = time.monotonic() + timeout
         for t in self._workers:
-            t.join(timeout)
+            t.join(max(0.0, deadline - time.monotonic()))
+        busy = [t for t in self._workers if t.is_alive()]
         self._workers.clear()
+        with self._claimed_lock:
+            held = [job for t in busy if t.ident is not None for job in self._claimed.pop(t.ident, [])]
+            self._released.update(_key(job) for job in held)
+        for job in held:
+            self._queue.retry(job, delay_s=0, error=RELEASED)
+        if held:
+            log.warning("released %d unfinished job(s) at shutdown: the next start runs them", len(held))
+        return len(held)
 
     def run_once(self) -> int:
         """Claim and run at most one job per queue; returns how many ran (tests drive this directly)."""
@@ -89,13 +112,33 @@ class LocalRunner:
             if spec.batch_handler is not None and spec.batch > 1:
                 ran += self._run_batch(spec)
                 continue
-            for job in self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1):
+            if self._stop.is_set() and self._workers:
+                break  # draining: claim nothing more
+            for job in self._claim(spec, 1):
                 self._run(spec, job)
                 ran += 1
         for spec in self._specs:
-            if spec.background and not ran:
+            if spec.background and not ran and not (self._stop.is_set() and self._workers):
                 ran += self._run_background(spec)
         return ran
+
+    def _claim(self, spec: QueueSpec, limit: int) -> list[Job]:
+        jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=limit)
+        if jobs:
+            with self._claimed_lock:
+                self._claimed.setdefault(threading.get_ident(), []).extend(jobs)
+        return jobs
+
+    def _unclaim(self, job: Job) -> bool:
+        """Forget a settled job; False when a stop released it meanwhile (its outcome must not be written)."""
+        with self._claimed_lock:
+            held = self._claimed.get(threading.get_ident(), [])
+            if job in held:
+                held.remove(job)
+            if _key(job) in self._released:
+                self._released.discard(_key(job))
+                return False
+            return True
 
     def _run_background(self, spec: QueueSpec) -> int:
         with self._running_lock:
@@ -104,7 +147,7 @@ class LocalRunner:
                 return 0
             self._running[spec.name] = running + 1
         try:
-            jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=1)
+            jobs = self._claim(spec, 1)
             for job in jobs:
                 self._run(spec, job)
             return len(jobs)
@@ -162,7 +205,9 @@ class LocalRunner:
     def _run_batch(self, spec: QueueSpec) -> int:
         assert spec.batch_handler is not None
         share = -(-self._queue.pending(spec.name) // self._threads)  # ceil: an even split of what waits
-        jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=max(1, min(spec.batch, share)))
+        if self._stop.is_set() and self._workers:
+            return 0  # draining: claim nothing more
+        jobs = self._claim(spec, max(1, min(spec.batch, share)))
         if not jobs:
             return 0
         try:
@@ -181,6 +226,8 @@ class LocalRunner:
 
     def _settle(self, spec: QueueSpec, job: Job, exc: BaseException | None) -> Outcome:
         """Record a job's outcome: done, a retry after backoff (transient), or given up."""
+        if not self._unclaim(job):
+            return "retry"  # released at shutdown: it runs again from the queue
         if exc is None:
             self._record(lambda: self._queue.complete(job))
             return "done"
@@ -224,3 +271,7 @@ class LocalRunner:
                 with self._unrecorded_lock:
                     self._unrecorded[:0] = pending[i:]
                 raise
+
+
+def _key(job: Job) -> tuple[str, str, str]:
+    return (job.queue, job.job_id, job.lease_token)

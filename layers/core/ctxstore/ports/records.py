@@ -6,7 +6,7 @@ sort key = sk) and onto one SQLite table locally.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +30,7 @@ class Put:
     kind: str
     pk: str
     sk: str
-    data: dict[str, Any]
+    data: Mapping[str, Any]  # any JSON object, typed ones too (domain/items.ItemRecord)
     if_absent: bool = False
     if_version: int | None = None  # write only if the stored version equals this
     expires_at: float | None = None

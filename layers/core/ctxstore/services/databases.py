@@ -8,10 +8,13 @@ from typing import Any
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, database_not_found
 from ctxstore.domain.scopes import DEFAULT_COLLECTION, validate_collection_name, validate_database_name
-from ctxstore.ports.records import ConditionFailed, Delete, Put, Record
+from ctxstore.ports.blobs import BlobStore
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import ConditionFailed, Delete, Put, Record, RecordStore
+from ctxstore.ports.search_index import SearchIndex
+from ctxstore.ports.work_queue import WorkQueue
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM
 
 PROVISION_QUEUE = "databases"
@@ -33,8 +36,25 @@ def _infra(ready: bool) -> dict[str, Any]:
 
 
 class DatabaseService:
-    def __init__(self, c: Container, purgers: list[ScopePurger] | None = None, *, max_per_org: int = 0) -> None:
-        self._c = c
+    def __init__(
+        self,
+        records: RecordStore,
+        clock: Clock,
+        *,
+        queue: Callable[[], WorkQueue],
+        blobs: Callable[[], BlobStore],
+        search_index: Callable[[], SearchIndex | None],
+        purgers: list[ScopePurger] | None = None,
+        max_per_org: int = 0,
+    ) -> None:
+        """`queue`, `blobs`, `search_index`: providers, read only by provisioning and deletes (almost every
+        Lambda builds this service; on AWS a port read builds its boto3 client). The search index is None when
+        CTXSTORE_SEARCH_ENDPOINT is unset on AWS (template.yaml sets it for every function)."""
+        self._records = records
+        self._clock = clock
+        self._queue = queue
+        self._blobs = blobs
+        self._search_index = search_index
         self._max_per_org = max_per_org  # the plan limit (CTXSTORE_MAX_DATABASES_PER_ORG); 0: none
         self._purgers: list[ScopePurger] = list(purgers or [])
 
@@ -43,7 +63,7 @@ class DatabaseService:
 
     # ---- reads -------------------------------------------------------------------------
     def _get(self, org: str, database: str) -> Record | None:
-        rec = self._c.records.get(org, rk.DATABASE, "", database)
+        rec = self._records.get(org, rk.DATABASE, "", database)
         if rec is None or rec.data.get("status") == DELETING:
             return None
         return rec
@@ -78,7 +98,7 @@ class DatabaseService:
         failed: list[dict[str, str]] = []
         after: str | None = None
         while True:
-            page = self._c.records.query(principal.org, rk.DATABASE, "", after=after, limit=1000)
+            page = self._records.query(principal.org, rk.DATABASE, "", after=after, limit=1000)
             for r in page.records:
                 if r.data.get("status") == DELETING:
                     continue
@@ -104,7 +124,7 @@ class DatabaseService:
         cols: list[str] = []
         after: str | None = None
         while True:
-            page = self._c.records.query(principal.org, rk.COLLECTION, database, after=after, limit=1000)
+            page = self._records.query(principal.org, rk.COLLECTION, database, after=after, limit=1000)
             cols.extend(r.sk for r in page.records)
             if page.next_after is None:
                 break
@@ -113,7 +133,7 @@ class DatabaseService:
 
     def stats(self, principal: Principal, database: str) -> dict[str, Any]:
         self.require(principal, database)
-        idx = self._c.search_index
+        idx = self._search_index()
         knowledge = idx.count(principal.org, database, "knowledge") if idx else 0
         memory = idx.count(principal.org, database, "memory") if idx else 0
         return {
@@ -130,12 +150,12 @@ class DatabaseService:
         principal.check_database(database)
         schema = ms.parse_schema(schema_raw, field)
         limit = self._max_per_org
-        if limit and self._c.records.count(principal.org, rk.DATABASE, "") >= limit:
+        if limit and self._records.count(principal.org, rk.DATABASE, "") >= limit:
             raise ApiError(ErrorCode.FORBIDDEN, f"plan limit reached: at most {limit} databases per organisation")
-        existing = self._c.records.get(principal.org, rk.DATABASE, "", database)
+        existing = self._records.get(principal.org, rk.DATABASE, "", database)
         if existing is not None and existing.data.get("status") == DELETING:
             self._finish_delete(principal.org, database)  # a pending delete finishes before the name is reused
-        now = self._c.clock.now()
+        now = self._clock.now()
         data = {
             "database": database,
             "status": PROVISIONING,
@@ -144,14 +164,14 @@ class DatabaseService:
             "metadata_schema": [f.to_json() for f in schema],
         }
         # Marker first: if the process dies after the record is written, start-up recovery provisions it.
-        self._c.records.put(
+        self._records.put(
             rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "provision"})
         )
         try:
-            self._c.records.put(principal.org, Put(rk.DATABASE, "", database, data, if_absent=True))
+            self._records.put(principal.org, Put(rk.DATABASE, "", database, data, if_absent=True))
         except ConditionFailed:
             raise ApiError(ErrorCode.DATABASE_ALREADY_EXISTS, f"Database '{database}' already exists") from None
-        self._c.queue.enqueue(
+        self._queue().enqueue(
             principal.org,
             PROVISION_QUEUE,
             f"provision{rk.SEP}{database}{rk.SEP}{now}",
@@ -166,18 +186,19 @@ class DatabaseService:
 
     def provision(self, org: str, database: str) -> None:
         """Job handler: make every store ready for the database, then flip its infra flags."""
-        rec = self._c.records.get(org, rk.DATABASE, "", database)
+        rec = self._records.get(org, rk.DATABASE, "", database)
         if rec is not None and rec.data.get("status") == PROVISIONING:
-            vector_ok = self._c.search_index.ensure_database(org, database) if self._c.search_index else True
+            idx = self._search_index()
+            vector_ok = idx.ensure_database(org, database) if idx else True
             infra = _infra(True)
             infra["vectorstore_status"] = {"knowledge": vector_ok, "memories": vector_ok}
             infra["ready_for_ingestion"] = vector_ok
             data = dict(rec.data, status=READY if vector_ok else PROVISIONING, infra=infra)
             try:
-                self._c.records.put(org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+                self._records.put(org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
             except ConditionFailed:
                 pass  # deleted or changed meanwhile; the newer state wins
-        self._c.records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
+        self._records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 
     def update_schema(self, principal: Principal, database: str, add_raw: object) -> dict[str, Any]:
         rec = self.require(principal, database)
@@ -188,7 +209,7 @@ class DatabaseService:
         merged = ms.merge_additive(existing, added)
         data = dict(rec.data, metadata_schema=[f.to_json() for f in merged])
         try:
-            self._c.records.put(principal.org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+            self._records.put(principal.org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
         except ConditionFailed:
             raise ApiError(ErrorCode.CONFLICT, "the schema changed concurrently; retry") from None
         return {"database": database, "tenant_id": database, "added_fields": [f.name for f in added]}
@@ -196,9 +217,9 @@ class DatabaseService:
     def note_collection(self, principal: Principal, database: str, collection: str) -> None:
         """Record that a collection holds data (called by writers), so listings show it."""
         try:
-            self._c.records.put(
+            self._records.put(
                 principal.org,
-                Put(rk.COLLECTION, database, collection, {"created_at": self._c.clock.now()}, if_absent=True),
+                Put(rk.COLLECTION, database, collection, {"created_at": self._clock.now()}, if_absent=True),
             )
         except ConditionFailed:
             pass
@@ -210,12 +231,12 @@ class DatabaseService:
         col = validate_collection_name(collection)
         for purge in self._purgers:
             purge(principal.org, database, col)
-        if self._c.search_index is not None:
-            self._c.search_index.delete_scope(principal.org, database, col)
+        if (idx := self._search_index()) is not None:
+            idx.delete_scope(principal.org, database, col)
         for kind in (ITEM, GRAPH_PAYLOAD):
-            self._c.records.delete_partitions(principal.org, kind, f"{database}{rk.SEP}{col}{rk.SEP}")
-        self._c.blobs.delete_prefix(principal.org, rk.blob_scope_prefix(database, col))
-        self._c.records.delete(principal.org, rk.COLLECTION, database, col)
+            self._records.delete_partitions(principal.org, kind, f"{database}{rk.SEP}{col}{rk.SEP}")
+        self._blobs().delete_prefix(principal.org, rk.blob_scope_prefix(database, col))
+        self._records.delete(principal.org, rk.COLLECTION, database, col)
         return {
             "database": database,
             "collection": col,
@@ -229,13 +250,13 @@ class DatabaseService:
     def delete(self, principal: Principal, database: str) -> dict[str, Any]:
         rec = self.require(principal, database)
         # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up.
-        self._c.records.transact(
+        self._records.transact(
             principal.org,
             [
                 Put(rk.DATABASE, "", database, dict(rec.data, status=DELETING), if_version=rec.version),
             ],
         )
-        self._c.records.put(
+        self._records.put(
             rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "delete"})
         )
         self._finish_delete(principal.org, database)
@@ -244,24 +265,24 @@ class DatabaseService:
     def _finish_delete(self, org: str, database: str) -> None:
         for purge in self._purgers:
             purge(org, database, None)
-        if self._c.search_index is not None:
-            self._c.search_index.delete_scope(org, database, None)
-        self._c.blobs.delete_prefix(org, f"{database}/")
+        if (idx := self._search_index()) is not None:
+            idx.delete_scope(org, database, None)
+        self._blobs().delete_prefix(org, f"{database}/")
         # Item partitions are "<database>SEP…", so the separator keeps "db1" from matching "db10".
         for kind in (ITEM, GRAPH_PAYLOAD):
-            self._c.records.delete_partitions(org, kind, f"{database}{rk.SEP}")
+            self._records.delete_partitions(org, kind, f"{database}{rk.SEP}")
         while True:  # collection records live in the partition named exactly after the database
-            page = self._c.records.query(org, rk.COLLECTION, database, limit=500)
+            page = self._records.query(org, rk.COLLECTION, database, limit=500)
             if not page.records:
                 break
-            self._c.records.transact(org, [Delete(rk.COLLECTION, database, r.sk) for r in page.records])
-        self._c.records.transact(org, [Delete(rk.DATABASE, "", database)])
-        self._c.records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
+            self._records.transact(org, [Delete(rk.COLLECTION, database, r.sk) for r in page.records])
+        self._records.transact(org, [Delete(rk.DATABASE, "", database)])
+        self._records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 
     def recover(self) -> int:
         """At start-up: finish deletes and provisioning that a crash interrupted."""
         n = 0
-        page = self._c.records.query(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", limit=10000)
+        page = self._records.query(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", limit=10000)
         for r in page.records:
             org, database = r.sk.split(rk.SEP, 1)
             if r.data.get("op") == "delete":

@@ -17,10 +17,10 @@ from typing import Any
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import invalid
 from ctxstore.domain.scopes import validate_collection_name
-from ctxstore.ports.records import Put
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import Put, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 
 MAX_TEXT = 8000
@@ -106,8 +106,9 @@ def _metadata(body: dict[str, Any]) -> dict[str, str]:
 
 
 class FeedbackService:
-    def __init__(self, c: Container, databases: DatabaseService) -> None:
-        self._c = c
+    def __init__(self, records: RecordStore, clock: Clock, databases: DatabaseService) -> None:
+        self._records = records
+        self._clock = clock
         self._databases = databases
 
     def submit(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +130,7 @@ class FeedbackService:
             self._databases.require(principal, database)
         if collection is not None:
             collection = validate_collection_name(collection)
-        now = self._c.clock.now()
+        now = self._clock.now()
         feedback_id = f"fb_{int(now * 1000):013d}_{secrets.token_hex(4)}"  # time-ordered within the organisation
         record = {
             "feedback_id": feedback_id,
@@ -144,7 +145,7 @@ class FeedbackService:
             "key_prefix": principal.key_prefix,
             "created_at": iso(now),
         }
-        self._c.records.put(principal.org, Put(rk.FEEDBACK, "", feedback_id, record, if_absent=True))
+        self._records.put(principal.org, Put(rk.FEEDBACK, "", feedback_id, record, if_absent=True))
         return {
             "feedback_id": feedback_id,
             "recorded": True,
@@ -155,5 +156,5 @@ class FeedbackService:
 
     def recorded(self, principal: Principal, *, limit: int = 100) -> list[dict[str, Any]]:
         """The organisation's feedback, oldest first."""
-        page = self._c.records.query(principal.org, rk.FEEDBACK, "", limit=limit)
+        page = self._records.query(principal.org, rk.FEEDBACK, "", limit=limit)
         return [dict(r.data) for r in page.records]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ctxstore.domain.items import KEY_SEP
+
 SYSTEM_ORG = "_system"  # records looked up before the organisation is known (API keys, recovery index)
 
 ORG = "org"  # system: pk "" sk org id
@@ -23,7 +25,7 @@ FEEDBACK = "feedback"  # org: pk "" sk feedback id (time-ordered); POST /feedbac
 # Staged uploads live outside every database folder (database names start with a letter or digit).
 UPLOAD_PREFIX = "_uploads/"
 
-SEP = "\x1f"
+SEP = KEY_SEP  # the item references' separator (domain/items.py): one for every record key
 
 
 def blob_scope_prefix(database: str, collection: str) -> str:

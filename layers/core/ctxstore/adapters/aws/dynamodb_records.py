@@ -169,7 +169,7 @@ class DynamoDbRecordStore:
                 raise ConditionFailed(f"{put.kind} '{put.sk}': condition failed") from None
             raise
         version = int(resp["Attributes"]["v"]["N"])
-        return Record(put.kind, put.pk, put.sk, put.data, version, put.expires_at)
+        return Record(put.kind, put.pk, put.sk, dict(put.data), version, put.expires_at)
 
     def delete(self, org: str, kind: str, pk: str, sk: str, *, if_version: int | None = None) -> bool:
         now = time.time()

@@ -30,9 +30,9 @@ class AnnKeeper:
         self._in_background = in_background  # False: the query that needs the index builds it (tests)
         self._builds: dict[ScopeKey, threading.Thread] = {}
 
-    def ensure(self, key: ScopeKey, cache: VectorScope) -> None:
+    def ensure(self, key: ScopeKey, cache: VectorScope | None) -> None:
         """Start loading or building the scope's index when it is large enough and has none."""
-        if self.min_rows is None or cache.ann is not None or cache.live < self.min_rows:
+        if self.min_rows is None or cache is None or cache.ann is not None or cache.live < self.min_rows:
             return
         if not self._in_background:
             self._build(key, cache)

@@ -79,7 +79,7 @@ class SqliteRecordStore:
             " expires_at=excluded.expires_at, body=excluded.body",
             (org, put.kind, put.pk, put.sk, version, put.expires_at, json.dumps(put.data, separators=(",", ":"))),
         )
-        return Record(put.kind, put.pk, put.sk, put.data, version, put.expires_at)
+        return Record(put.kind, put.pk, put.sk, dict(put.data), version, put.expires_at)
 
     def _apply_delete(self, conn: Connection, org: str, op: Delete) -> bool:
         current = self._current_version(conn, org, op.kind, op.pk, op.sk)

@@ -10,9 +10,7 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
   race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
-  shortlist by 1-bit codes and rescore exactly (vector_cache.py). With `ann_min_rows` set (off by
-  default: recall at 1M rows, see vector_cache.ANN_MIN_ROWS), scopes that large also get an HNSW index
-  (ann_keeper.py, ann_index.py), kept current with the writes and saved in `search.db.ann/`.
+  shortlist by 1-bit codes and rescore exactly (vector_cache.py), or use an HNSW index when enabled.
 - Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
@@ -21,6 +19,7 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -34,6 +33,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
+from ctxstore.adapters.local import vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
@@ -55,6 +55,8 @@ from ctxstore.adapters.local.vector_cache import (
     nearest,
 )
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
+
+log = logging.getLogger("ctxstore.search")
 
 _LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
@@ -80,6 +82,7 @@ class SqliteSearchIndex:
         ann_in_background: bool = True,
     ) -> None:
         self._db = SqliteDb(path)
+        self._snapshots = vector_snapshot.folder_for(path)
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min
@@ -87,26 +90,30 @@ class SqliteSearchIndex:
         migrate_keywords(self._db)
         self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
-        self._ann = AnnKeeper(
-            path.parent / f"{path.name}.ann", self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background
-        )
+        ann_dir = path.parent / f"{path.name}.ann"  # HNSW indexes of large scopes, when enabled (ann_keeper.py)
+        self._ann = AnnKeeper(ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background)
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
 
     def close(self) -> None:
-        self.save_ann()
+        self.save_vector_snapshots()
+        self._ann.save(self._vectors.items())  # the HNSW indexes changed since loaded or saved
         self._db.close()
 
-    def wait_ann(self, timeout: float | None = None) -> bool:
-        """Wait for the HNSW index builds under way (ann_keeper.py); answers whether they all ended."""
-        return self._ann.wait(timeout)
-
-    def save_ann(self) -> int:
-        """Save the HNSW indexes changed since they were loaded or saved; answers how many."""
-        with self._cache_lock:
-            scopes = list(self._vectors.items())
-        return self._ann.save(scopes)
+    def save_vector_snapshots(self) -> int:
+        """Save every cached scope that is current (a clean close: the next start reads it back in one go)."""
+        saved = 0
+        with self._write_lock, self._cache_lock:
+            for key, cache in self._vectors.items():
+                if cache.generation != self._generation(key):
+                    continue
+                try:
+                    vector_snapshot.save(self._snapshots, key, cache)
+                    saved += 1
+                except OSError as exc:  # a full disk: the next start reads SQLite instead
+                    log.warning("vector snapshot of %s/%s not saved: %s", key[1], key[2], exc)
+        return saved
 
     def warm_vectors(self) -> int:
         """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
@@ -115,9 +122,7 @@ class SqliteSearchIndex:
             for o, d, s in self._db.conn.execute("SELECT org, database, store FROM vector_scopes")
         ]
         for key in keys:
-            cache = self._scope(key)
-            if cache is not None:
-                self._ann.ensure(key, cache)
+            self._ann.ensure(key, self._scope(key))
         return len(keys)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -358,6 +363,9 @@ class SqliteSearchIndex:
 
         Fetching every row at once held each vector three times over (the row's bytes, a per-row array, the
         matrix) and cost a Python step per row: 1M chunks took 103 s and peaked at 6.9 GB (docs/benchmarks.md)."""
+        snapshot = vector_snapshot.load(self._snapshots, key, self._generation(key))
+        if snapshot is not None:
+            return snapshot
         conn = self._db.conn
         conn.execute("BEGIN")  # one read snapshot for the generation and the rows
         try:
@@ -439,15 +447,8 @@ class SqliteSearchIndex:
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
         k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
-        rowids, scores = nearest(
-            view,
-            query,
-            mask,
-            k,
-            approx_min_rows=self._approx_min_rows,
-            shortlist_min=self._shortlist_min,
-            ann_min_rows=self._ann.min_rows or 0,
-        )
+        limits = {"approx_min_rows": self._approx_min_rows, "shortlist_min": self._shortlist_min}
+        rowids, scores = nearest(view, query, mask, k, ann_min_rows=self._ann.min_rows or 0, **limits)
         if rowids.size == 0:
             return []
         # The best `limit` rows first; the spares only when some of those were deleted since the snapshot.

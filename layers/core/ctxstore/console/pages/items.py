@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -18,6 +18,9 @@ from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload, parse_ingest
 from ctxstore.domain.scopes import validate_collection_name
 from ctxstore.parsing.formats import classify
 from ctxstore.services.container import Capabilities
+
+if TYPE_CHECKING:  # the page loads the ingest service only when it accepts something
+    from ctxstore.services.items.ingest import IngestAnswer
 
 router = APIRouter()
 
@@ -117,7 +120,7 @@ def item_rows(db: str, request: Request, caller: web.SignedIn) -> Response:
     return web.render(request, "partials/item_rows.html", caller, db=db, q=q, qs=_qs, listing=_listing(caller, db, q))
 
 
-def _accept(caller: web.Caller, db: str, collection: str, store: str, **parts: Any) -> dict[str, Any]:
+def _accept(caller: web.Caller, db: str, collection: str, store: str, **parts: Any) -> IngestAnswer:
     req = parse_ingest(
         store_raw=store,
         database=db,
@@ -153,7 +156,7 @@ async def upload(db: str, request: Request, caller: web.Write) -> Response:
     return _accepted(result)
 
 
-def _accepted(result: dict[str, Any]) -> Response:
+def _accepted(result: IngestAnswer) -> Response:
     """What the page's upload script reads back for one file: its item id and whether it was taken."""
     item = result["results"][0]
     return JSONResponse(
@@ -289,7 +292,7 @@ async def add_memory(db: str, request: Request, caller: web.Write) -> Response:
     return _added(request, caller, db, result)
 
 
-def _added(request: Request, caller: web.Caller, db: str, result: dict[str, Any]) -> Response:
+def _added(request: Request, caller: web.Caller, db: str, result: IngestAnswer) -> Response:
     """Back to the list the form was posted from (its filters are the form's query string)."""
     item = result["results"][0]
     added = {"id": item["id"], "status": item["status"]}

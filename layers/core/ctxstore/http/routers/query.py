@@ -1,45 +1,21 @@
-"""POST /query: the body's JSON types are checked here; every rule lives in services/query."""
+"""POST /query: FastAPI checks the body's JSON types against services/query/request.QueryBody (and documents it from
+that model); every rule lives in services/query."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
 from ctxstore.http import envelope
 from ctxstore.http.deps import Caller, Ctx, Svc, echo_scope
 from ctxstore.http.routers import feedback
+from ctxstore.services.query.request import QueryBody
 
 router = APIRouter(tags=["query"])
 # Feedback is about a query: the same router (so the same function on AWS) serves it.
 router.add_api_route("/feedback", feedback.submit_feedback, methods=["POST"], status_code=201, tags=["feedback"])
-
-
-class QueryBody(BaseModel):
-    # The reference carries more optional knobs (temporal_*, graph_vector_prune...): accepted, not used.
-    model_config = ConfigDict(extra="ignore")
-    database: StrictStr
-    query: StrictStr
-    collection: StrictStr | None = None
-    collections: list[StrictStr] | dict[StrictStr, StrictInt | StrictFloat] | None = None
-    type: StrictStr | None = None
-    query_by: StrictStr | None = None
-    operator: StrictStr | None = None
-    mode: StrictStr | None = None
-    alpha: StrictInt | StrictFloat | StrictStr | None = None
-    max_results: StrictInt | None = None
-    metadata_filters: dict[str, Any] | None = None
-    graph_context: StrictBool | None = None
-    query_apps: StrictBool | None = None
-    recency_bias: StrictInt | StrictFloat | None = None
-    ids: list[StrictStr] | None = None
-    num_related_chunks: StrictInt | None = None
-    additional_context: StrictStr | None = None
-    query_forceful_relations: StrictBool | None = None
 
 
 @router.post("/query")
@@ -58,4 +34,4 @@ def query(body: QueryBody, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
         )
     if svc.query is None:
         raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "query is not configured on this deployment")
-    return envelope.ok(ctx, svc.query.query(caller, body.model_dump()))
+    return envelope.ok(ctx, svc.query.query(caller, body))

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from ctxstore.domain import api_keys
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.scopes import validate_database_name
-from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.ports.clock import Clock
+from ctxstore.ports.records import ConditionFailed, Put, Record, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 
 DEFAULT_ORG = "default"
 # last_used_at is written at most this often per key: one record write per minute, not one per request.
@@ -44,23 +44,24 @@ def key_name(value: str | None) -> str:
 
 
 class KeyService:
-    def __init__(self, c: Container) -> None:
-        self._c = c
+    def __init__(self, records: RecordStore, clock: Clock) -> None:
+        self._records = records
+        self._clock = clock
 
     def ensure_org(self, org: str) -> bool:
         """Create the organisation if missing; True if it was created."""
         if not _ORG_RE.match(org) or org == rk.SYSTEM_ORG:
             raise ValueError(f"invalid organisation id '{org}'")
         try:
-            self._c.records.put(
-                rk.SYSTEM_ORG, Put(rk.ORG, "", org, {"org": org, "created_at": self._c.clock.now()}, if_absent=True)
+            self._records.put(
+                rk.SYSTEM_ORG, Put(rk.ORG, "", org, {"org": org, "created_at": self._clock.now()}, if_absent=True)
             )
             return True
         except ConditionFailed:
             return False
 
     def has_any_org(self) -> bool:
-        return self._c.records.count(rk.SYSTEM_ORG, rk.ORG, "") > 0
+        return self._records.count(rk.SYSTEM_ORG, rk.ORG, "") > 0
 
     def bootstrap_default(self) -> str | None:
         """On first start (no organisation at all), create `default` and return its first key, once."""
@@ -75,8 +76,8 @@ class KeyService:
     ) -> str:
         self.ensure_org(org)
         key = api_keys.generate()
-        now = self._c.clock.now()
-        self._c.records.put(
+        now = self._clock.now()
+        self._records.put(
             rk.SYSTEM_ORG,
             Put(
                 rk.API_KEY,
@@ -100,7 +101,7 @@ class KeyService:
         out: list[KeyInfo] = []
         after: str | None = None
         while True:
-            page = self._c.records.query(rk.SYSTEM_ORG, rk.API_KEY, "", after=after, limit=500)
+            page = self._records.query(rk.SYSTEM_ORG, rk.API_KEY, "", after=after, limit=500)
             for r in page.records:
                 d = r.data
                 if org is None or d["org"] == org:
@@ -122,12 +123,12 @@ class KeyService:
 
     def revoke(self, prefix: str) -> bool:
         while True:  # a last-used write may land between the read and the write: read again
-            rec = self._c.records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
+            rec = self._records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
             if rec is None:
                 return False
-            data = dict(rec.data, revoked=True, revoked_at=self._c.clock.now())
+            data = dict(rec.data, revoked=True, revoked_at=self._clock.now())
             try:
-                self._c.records.put(rk.SYSTEM_ORG, Put(rk.API_KEY, "", prefix, data, if_version=rec.version))
+                self._records.put(rk.SYSTEM_ORG, Put(rk.API_KEY, "", prefix, data, if_version=rec.version))
                 return True
             except ConditionFailed:
                 continue
@@ -160,7 +161,7 @@ class KeyService:
 
     def revoke_for(self, principal: Principal, prefix: str) -> None:
         """Revoke one of the caller's organisation's keys; another organisation's prefix is not found."""
-        rec = self._c.records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
+        rec = self._records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
         if rec is None or rec.data.get("org") != principal.org:
             raise ApiError(ErrorCode.NOT_FOUND, f"no API key with prefix '{prefix}'")
         if principal.databases is not None and prefix != principal.key_prefix:
@@ -169,7 +170,7 @@ class KeyService:
 
     def principal_for(self, prefix: str) -> Principal:
         """The principal of a key known by its prefix (a console session), while the key is still valid."""
-        rec = self._c.records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
+        rec = self._records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
         if rec is None:
             raise ApiError(ErrorCode.UNAUTHORIZED, "invalid API key")
         return self._valid(prefix, rec)
@@ -180,7 +181,7 @@ class KeyService:
         if parts is None:
             raise ApiError(ErrorCode.UNAUTHORIZED, "malformed API key")
         prefix, secret = parts
-        rec = self._c.records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
+        rec = self._records.get(rk.SYSTEM_ORG, rk.API_KEY, "", prefix)
         # Hash even when the prefix is unknown, so timing does not reveal which prefixes exist.
         stored = rec.data["hash"] if rec else "0" * 64
         ok = api_keys.matches(secret, stored)
@@ -194,7 +195,7 @@ class KeyService:
         if rec.data.get("revoked"):
             raise ApiError(ErrorCode.UNAUTHORIZED, "API key has been revoked")
         expires_at = rec.data.get("expires_at")
-        if expires_at is not None and expires_at <= self._c.clock.now():
+        if expires_at is not None and expires_at <= self._clock.now():
             raise ApiError(ErrorCode.UNAUTHORIZED, "API key has expired")
         dbs = rec.data.get("databases")
         return Principal(org=rec.data["org"], key_prefix=prefix, databases=frozenset(dbs) if dbs is not None else None)
@@ -202,11 +203,11 @@ class KeyService:
     def _touch(self, rec: Record) -> None:
         """Record when the key was last used, at most once a minute. Best effort: a lost race or a busy store
         skips one update and never fails the request it rides on."""
-        now = self._c.clock.now()
+        now = self._clock.now()
         if now - float(rec.data.get("last_used_at") or 0) < LAST_USED_RESOLUTION_S:
             return
         try:
-            self._c.records.put(
+            self._records.put(
                 rk.SYSTEM_ORG, Put(rk.API_KEY, "", rec.sk, dict(rec.data, last_used_at=now), if_version=rec.version)
             )
         except (ConditionFailed, StoreUnavailable):

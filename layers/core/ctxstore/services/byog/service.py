@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ctxstore.config import ByogSettings
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.scopes import validate_database_name
+from ctxstore.ports.clock import Clock
 from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphStore, GraphTimeout
-from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.ports.records import ConditionFailed, Put, Record, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.byog.cypher_screen import QueryRejected, delete_probe, screen
-from ctxstore.services.container import Container
 
 MAX_BODY_BYTES = 256 * 1024
 RESERVED = ("id", "labels", "relation", "source_node_id", "target_node_id")
@@ -71,10 +72,20 @@ def graph_name(database: str, collection: str) -> str:
 
 class ByogService:
     def __init__(
-        self, c: Container, settings: ByogSettings | None = None, *, hosted: frozenset[str] | None = None
+        self,
+        records: RecordStore,
+        clock: Clock,
+        graph: Callable[[], GraphStore] | None,
+        settings: ByogSettings | None = None,
+        *,
+        hosted: frozenset[str] | None = None,
     ) -> None:
-        """`hosted`: the BYOG collections the graph store hosts (None: every one), as the composition root set."""
-        self._c = c
+        """`graph`: a provider (the engine starts, or its client is built, on the first BYOG call); None on a
+        deployment without a graph store (AWS with GraphStore=none).
+        `hosted`: the BYOG collections the graph store hosts (None: every one), as the composition root set."""
+        self._records = records
+        self._clock = clock
+        self._graph_port = graph
         o = settings or ByogSettings()
         self.cluster = o.cluster_name
         self.max_rows = o.max_rows
@@ -84,9 +95,9 @@ class ByogService:
 
     @property
     def _graph(self) -> GraphStore:
-        if self._c.graph is None:
+        if self._graph_port is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "the graph engine is not configured on this deployment")
-        return self._c.graph
+        return self._graph_port()
 
     def _check_hosted(self, org: str, database: str, collection: str | None = None) -> None:
         """Refuse (403) a database or collection this deployment's graph store cannot host for BYOG."""
@@ -98,7 +109,7 @@ class ByogService:
         else:
             prefix = f"{org}/{GRAPH_PREFIX}{database}:"
             ok = any(key.startswith(prefix) for key in hosted)
-        if not ok or not self._c.configured("graph"):
+        if not ok or self._graph_port is None:
             what = database if collection is None else f"{database}/{collection}"
             raise ApiError(ErrorCode.FORBIDDEN, NOT_HOSTED.format(what=what))
 
@@ -106,7 +117,7 @@ class ByogService:
     def _require(self, principal: Principal, database: object) -> tuple[str, Record]:
         name = validate_database_name(database)
         self._check_hosted(principal.org, name)
-        rec = self._c.records.get(principal.org, rk.BYOG_DATABASE, "", name)
+        rec = self._records.get(principal.org, rk.BYOG_DATABASE, "", name)
         if rec is None:
             raise ApiError(ErrorCode.DATABASE_NOT_FOUND, f"Database '{name}' not found")
         principal.check_database(name)
@@ -116,9 +127,9 @@ class ByogService:
         name = validate_database_name(database)
         principal.check_database(name)
         self._check_hosted(principal.org, name)
-        data = {"database": name, "cluster": self.cluster, "created_at": self._c.clock.now()}
+        data = {"database": name, "cluster": self.cluster, "created_at": self._clock.now()}
         try:
-            self._c.records.put(principal.org, Put(rk.BYOG_DATABASE, "", name, data, if_absent=True))
+            self._records.put(principal.org, Put(rk.BYOG_DATABASE, "", name, data, if_absent=True))
         except ConditionFailed:
             raise ApiError(ErrorCode.DATABASE_ALREADY_EXISTS, f"Database '{name}' already exists") from None
         return {"database": name, "status": "ready", "cluster": self.cluster}
@@ -128,7 +139,7 @@ class ByogService:
         names: list[str] = []
         after: str | None = None
         while True:
-            page = self._c.records.query(principal.org, rk.BYOG_DATABASE, "", after=after, limit=1000)
+            page = self._records.query(principal.org, rk.BYOG_DATABASE, "", after=after, limit=1000)
             names.extend(r.sk for r in page.records if principal.databases is None or r.sk in principal.databases)
             if page.next_after is None:
                 return names
@@ -155,7 +166,7 @@ class ByogService:
         cols = self._collections(principal, name)
         for col in cols:
             self._graph.drop(principal.org, graph_name(name, col))
-        self._c.records.delete(principal.org, rk.BYOG_DATABASE, "", name)
+        self._records.delete(principal.org, rk.BYOG_DATABASE, "", name)
         return {
             "database": name,
             "cluster": rec.data.get("cluster", self.cluster),

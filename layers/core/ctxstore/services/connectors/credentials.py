@@ -45,13 +45,15 @@ def lock_pk(connector_id: str) -> str:
 
 
 class CredentialStore:
-    def __init__(self, records: RecordStore, vault: CredentialVault, clock: Clock) -> None:
+    def __init__(self, records: RecordStore, vault: Callable[[], CredentialVault], clock: Clock) -> None:
+        """`vault`: a provider, opened only to seal or open credentials (on AWS reading it builds the KMS client;
+        most connector calls never need it)."""
         self._records = records
         self._vault = vault
         self._clock = clock
 
     def sealed_put(self, org: str, connector_id: str, credentials: dict[str, Any], *, if_version: int | None) -> Put:
-        sealed = self._vault.seal(org, connector_id, json.dumps(credentials, separators=(",", ":")).encode())
+        sealed = self._vault().seal(org, connector_id, json.dumps(credentials, separators=(",", ":")).encode())
         data = {"sealed": sealed, "updated_at": self._clock.now()}
         return Put(
             rk.CONNECTOR_CREDENTIALS, "", connector_id, data, if_absent=if_version is None, if_version=if_version
@@ -61,7 +63,7 @@ class CredentialStore:
         rec = self._records.get(org, rk.CONNECTOR_CREDENTIALS, "", connector_id)
         if rec is None:
             raise TransientProviderError("the connector's credentials are missing; update them with PATCH")
-        creds: dict[str, Any] = json.loads(self._vault.open(org, connector_id, str(rec.data["sealed"])))
+        creds: dict[str, Any] = json.loads(self._vault().open(org, connector_id, str(rec.data["sealed"])))
         return creds, rec.version
 
     def save(self, org: str, connector_id: str, credentials: dict[str, Any], *, if_version: int) -> int:

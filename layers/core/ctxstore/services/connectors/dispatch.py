@@ -31,15 +31,30 @@ from ctxstore.domain.ingest_request import (
     Link,
     Upload,
 )
+from ctxstore.domain.items import TERMINAL, ItemRef
 from ctxstore.parsing.formats import classify
 from ctxstore.ports.connector_provider import SyncedObject
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.store import ConnectorStore
 from ctxstore.services.connectors.views import is_active
 from ctxstore.services.items.ingest import IngestService
+from ctxstore.services.items.service import ItemService
 from ctxstore.services.items.sources import SourceService
 
 SYSTEM_PRINCIPAL_PREFIX = "connector:"
+UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`
+
+
+def unindexed(items: ItemService, org: str, connector: dict[str, Any], now: float) -> bool:
+    """Whether an item of the connector's last dispatch is still being indexed (its lifecycle is `ingesting`)."""
+    at = connector.get("last_dispatch_at")
+    if not isinstance(at, int | float) or now - at > UNINDEXED_CHECK_S:
+        return False
+    for ref in connector.get("last_dispatched") or []:
+        rec = items.get(org, ItemRef(ref["database"], ref["collection"], "knowledge", ref["id"]))
+        if rec is not None and rec.data.get("status") not in TERMINAL:
+            return True
+    return False
 
 
 class TargetUnavailable(Exception):
@@ -255,9 +270,9 @@ class Dispatcher:
         by_id = {r["id"]: r for r in out["results"]}
         accepted: list[tuple[Staged, str]] = []
         for s in staged:
-            r = by_id.get(s.spec.id, {})
-            ok = r.get("status") == "queued"
-            accepted.append((s, "" if ok else str(r.get("error") or "not accepted by ingestion")))
+            r = by_id.get(s.spec.id)
+            ok = r is not None and r["status"] == "queued"
+            accepted.append((s, "" if ok else str((r and r["error"]) or "not accepted by ingestion")))
         return accepted
 
     def _held_elsewhere(self, t: Target, others: list[str], native_id: str, database: str, collection: str) -> bool:

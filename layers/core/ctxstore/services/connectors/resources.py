@@ -105,7 +105,7 @@ class ConnectorResources:
         self, org: str, connector_id: str, cfg: dict[str, Any], lookback_days: int | None, chunk_interval: int | None
     ) -> dict[str, Any]:
         """Create or reconfigure one resource, active; its checkpoint and cursor are kept."""
-        now = self._svc._c.clock.now()
+        now = self._svc._clock.now()
         existing = self._svc.store.resource(org, connector_id, cfg["resource_id"])
         data: dict[str, Any] = dict(existing.data) if existing else {"created_at": now, "checkpoint": None}
         data.update(cfg, status=ACTIVE, updated_at=now, configured_at=now)
@@ -138,7 +138,7 @@ class ConnectorResources:
             resource_id=resource["resource_id"],
             resource_type=resource.get("resource_type") or "",
             checkpoint=None,
-            start=self._svc._c.clock.now() - lookback_days * 86400,
+            start=self._svc._clock.now() - lookback_days * 86400,
             resource_metadata=dict(resource.get("provider_metadata") or {}),
         )
         try:
@@ -208,7 +208,7 @@ class ConnectorResources:
         for r in self._svc.store.resources(principal.org, connector_id):  # the selection replaces the active set
             if r.sk not in seen and is_active(r.data):
                 self._svc.store.update_resource(principal.org, connector_id, r.sk, lambda d: dict(d, status=INACTIVE))
-        now = self._svc._c.clock.now()
+        now = self._svc._clock.now()
         run_id = self._svc.scheduling.enqueue(principal.org, connector_id, "configure")
 
         def configured(d: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +271,7 @@ class ConnectorResources:
             rules.check_lookback_days(lookback) if lookback is not None else None,
             None,
         )
-        now = self._svc._c.clock.now()
+        now = self._svc._clock.now()
         if (
             not first_sync_done(data)
             and self._svc.scheduling.enqueue(principal.org, connector_id, "resource") is not None
@@ -283,6 +283,6 @@ class ConnectorResources:
         self._svc._connector(principal, connector_id)
         if self._svc.store.resource(principal.org, connector_id, resource_id) is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"resource '{resource_id}' is not configured on this connector")
-        self._svc._c.records.delete(principal.org, rk.CONNECTOR_RESOURCE, connector_id, resource_id)
+        self._svc._records.delete(principal.org, rk.CONNECTOR_RESOURCE, connector_id, resource_id)
         self._svc.store.drop_objects(principal.org, connector_id, resource_id)
         return {"connector_id": connector_id, "deleted": True, "resource_id": resource_id}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxstore import observability as obs
@@ -17,13 +18,16 @@ from ctxstore.domain import connector_rules as rules
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import json_object
 from ctxstore.domain.scopes import validate_collection_name, validate_database_name
+from ctxstore.ports.clock import Clock
 from ctxstore.ports.connector_provider import ConnectorProvider, ProviderContext, ProviderError
-from ctxstore.ports.records import ConditionFailed, Delete, Put
-from ctxstore.ports.work_queue import Job
+from ctxstore.ports.credential_vault import CredentialVault
+from ctxstore.ports.records import ConditionFailed, Delete, Put, RecordStore
+from ctxstore.ports.scheduler import Scheduler
+from ctxstore.ports.work_queue import Job, WorkQueue
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.credentials import ConnectorAuth, CredentialStore
-from ctxstore.services.connectors.dispatch import Dispatcher
+from ctxstore.services.connectors.dispatch import Dispatcher, unindexed
 from ctxstore.services.connectors.provider_errors import provider_failure
 from ctxstore.services.connectors.resources import ConnectorResources
 from ctxstore.services.connectors.scheduling import SyncScheduling, workflow_id
@@ -37,15 +41,13 @@ from ctxstore.services.connectors.views import (
     provider_view,
     running,
 )
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.ingest import IngestService
 from ctxstore.services.items.locks import ItemLocks
-from ctxstore.services.items.service import TERMINAL, ItemRef, ItemService
+from ctxstore.services.items.service import ItemService
 from ctxstore.services.items.sources import SourceService
 
 log = logging.getLogger("ctxstore.connectors")
-UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`
 MAX_DISCOVER_LIMIT = 100
 AUTH_TYPES = ("api_token", "oauth")
 
@@ -57,7 +59,12 @@ def _not_found(connector_id: str) -> ApiError:
 class ConnectorService:
     def __init__(
         self,
-        c: Container,
+        records: RecordStore,
+        clock: Clock,
+        queue: WorkQueue,
+        scheduler: Scheduler | None,
+        vault: Callable[[], CredentialVault] | None,
+        providers: Mapping[str, ConnectorProvider],
         databases: DatabaseService,
         ingest: IngestService,
         sources: SourceService,
@@ -66,19 +73,23 @@ class ConnectorService:
         settings: ConnectorSettings | None = None,
         single_process: bool = True,
     ) -> None:
-        """`single_process`: locks and sync leases may live in this process (Capabilities.single_process)."""
-        self._c = c
+        """`scheduler`: None in an AWS function whose template entry sets no CTXSTORE_SCHEDULER_GROUP (no timed syncs).
+        `vault`: a provider (see CredentialStore); None where connector credentials have no key (AWS without
+        CTXSTORE_CONNECTOR_KMS_KEY_ID): connectors then answer SERVICE_UNAVAILABLE.
+        `single_process`: locks and sync leases may live in this process (Capabilities.single_process)."""
+        self._records = records
+        self._clock = clock
         self.settings = o = settings or ConnectorSettings()
         self._databases = databases
         self._items = items
-        self.providers: dict[str, ConnectorProvider] = dict(c.connector_providers)
-        self.store = ConnectorStore(c.records)
-        self.scheduling = SyncScheduling(c.queue, c.scheduler, c.clock)
+        self.providers: dict[str, ConnectorProvider] = dict(providers)
+        self.store = ConnectorStore(records)
+        self.scheduling = SyncScheduling(queue, scheduler, clock)
         self._stop = threading.Event()
-        self._creds = CredentialStore(c.records, c.vault, c.clock) if c.vault is not None else None
-        locks = ItemLocks(c.records, single_process=single_process)
+        self._creds = CredentialStore(records, vault, clock) if vault is not None else None
+        locks = ItemLocks(records, single_process=single_process)
         self._auth = (
-            ConnectorAuth(self._creds, self.store, locks, c.clock, self._context_defaults)
+            ConnectorAuth(self._creds, self.store, locks, clock, self._context_defaults)
             if self._creds is not None
             else None
         )
@@ -97,7 +108,7 @@ class ConnectorService:
                 self._auth,
                 Dispatcher(self.store, ingest, sources),
                 self.providers,
-                c.clock,
+                clock,
                 self.limits,
                 self.scheduling.reschedule,
                 self._stop.is_set,
@@ -119,7 +130,7 @@ class ConnectorService:
             "token_url": token_url or None,
             "sleep": self._stop.wait,
             "rate_limited": lambda seconds: obs.observe(obs.CONNECTOR_RATE_LIMIT_WAIT, seconds, provider=provider),
-            "now": self._c.clock.now,
+            "now": self._clock.now,
             "http_timeout_s": o.http_timeout_s,
             "max_wait_s": o.max_wait_s,
         }
@@ -163,22 +174,12 @@ class ConnectorService:
         except ProviderError as exc:
             raise provider_failure(provider.info.provider, exc) from None
 
-    def _unindexed(self, org: str, c: dict[str, Any], now: float) -> bool:
-        at = c.get("last_dispatch_at")
-        if not isinstance(at, int | float) or now - at > UNINDEXED_CHECK_S:
-            return False
-        for ref in c.get("last_dispatched") or []:
-            rec = self._items.get(org, ItemRef(ref["database"], ref["collection"], "knowledge", ref["id"]))
-            if rec is not None and rec.data.get("status") not in TERMINAL:
-                return True
-        return False
-
     def _view(self, org: str, rec: Any) -> dict[str, Any]:
-        now = self._c.clock.now()
+        now = self._clock.now()
         resources = [r.data for r in self.store.resources(org, rec.sk)]
         provider = self.providers.get(str(rec.data["provider"]))
         bounds = self._bounds(provider)[1:] if provider else None
-        return connector_view(rec, resources, bounds, now, self._unindexed(org, rec.data, now))
+        return connector_view(rec, resources, bounds, now, unindexed(self._items, org, rec.data, now))
 
     def _check_target(self, principal: Principal, database: str, collection: str, where: str) -> None:
         validate_database_name(database, f"{where}database")
@@ -229,7 +230,7 @@ class ConnectorService:
         scope = body.get("provider_account_scope")
         if scope is not None and (not isinstance(scope, str) or len(scope) > 256 or "\x1f" in scope):
             raise invalid("'provider_account_scope' must be a string of at most 256 characters")
-        now = self._c.clock.now()
+        now = self._clock.now()
         connector_id = f"conn_{uuid.uuid4().hex}"
         ctx = ProviderContext(credentials=credentials, auth_type=auth_type, **self._context_defaults(info.provider))
         account = self._call(provider, lambda: provider.account(ctx))
@@ -268,7 +269,7 @@ class ConnectorService:
             Put(rk.CONNECTOR, "", connector_id, data, if_absent=True),
         ]
         try:
-            self._c.records.transact(principal.org, ops)
+            self._records.transact(principal.org, ops)
         except ConditionFailed:
             raise ApiError(
                 ErrorCode.CONFLICT,
@@ -299,7 +300,7 @@ class ConnectorService:
         known = {"sync_interval_seconds", "credentials", "custom_instructions", "name"}
         if not any(k in body and body[k] is not None for k in known):
             raise invalid("nothing to update: send sync_interval_seconds, credentials, custom_instructions or name")
-        now = self._c.clock.now()
+        now = self._clock.now()
         changes: dict[str, Any] = {}
         if body.get("sync_interval_seconds") is not None:
             interval = rules.resolve_interval(
@@ -379,7 +380,7 @@ class ConnectorService:
         scope = str(rec.data.get("provider_account_scope") or "")
         self.scheduling.cancel(org, connector_id)
         # The connector record goes first: a sync running now stops at its next checkpoint (ConnectorGone).
-        self._c.records.transact(
+        self._records.transact(
             org,
             [
                 Delete(rk.CONNECTOR, "", connector_id),
@@ -388,7 +389,7 @@ class ConnectorService:
         )
         creds_store.delete(org, connector_id)
         for r in self.store.resources(org, connector_id):
-            self._c.records.delete(org, rk.CONNECTOR_RESOURCE, connector_id, r.sk)
+            self._records.delete(org, rk.CONNECTOR_RESOURCE, connector_id, r.sk)
         self.store.drop_objects(org, connector_id)
         log.info("connector %s deleted", connector_id)
         return {"deleted": True, "connector_id": connector_id}
@@ -467,12 +468,12 @@ class ConnectorService:
             )
         if not any(is_active(r.data) for r in self.store.resources(principal.org, connector_id)):
             raise ApiError(ErrorCode.CONFLICT, "the connector has no active resources; configure it first")
-        requested = self._c.clock.now()
+        requested = self._clock.now()
         if full:  # written before the job exists, so the chunk that picks it up sees the request
             self.store.update(principal.org, connector_id, lambda d: dict(d, full_sync_requested_at=requested))
         trigger = "full" if full else "manual"
         run_id = self.scheduling.enqueue(principal.org, connector_id, trigger)
-        if run_id is None and not running(self._connector(principal, connector_id).data, self._c.clock.now()):
+        if run_id is None and not running(self._connector(principal, connector_id).data, self._clock.now()):
             run_id = self.scheduling.enqueue_once_released(principal.org, connector_id, trigger)
         if run_id is None:
             if full:  # refused: take back this request (unless a later one replaced it)

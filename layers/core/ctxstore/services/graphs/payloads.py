@@ -16,40 +16,42 @@ import json
 from typing import Any
 
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.ports.blobs import BlobNotFound
-from ctxstore.ports.records import Put
-from ctxstore.services.container import Container
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ItemRef
+from ctxstore.domain.items import ItemRef
+from ctxstore.ports.blobs import BlobNotFound, BlobStore
+from ctxstore.ports.records import Put, RecordStore
+from ctxstore.services.items.service import GRAPH_PAYLOAD
 
 SUFFIX = ".graph.json"
 
 
-def save(c: Container, org: str, ref: ItemRef, upload_key: str, graph: dict[str, Any]) -> None:
+def save(
+    records: RecordStore, blobs: BlobStore, org: str, ref: ItemRef, upload_key: str, graph: dict[str, Any]
+) -> None:
     """Store the payload that arrives with the version whose upload is at `upload_key` (the item's lock held)."""
-    previous = c.records.get(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
+    previous = records.get(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
     key = upload_key + SUFFIX
-    c.blobs.put(org, key, json.dumps(graph).encode(), content_type="application/json")
+    blobs.put(org, key, json.dumps(graph).encode(), content_type="application/json")
     ref_data = {
         "blob_key": key,
         "entities": len(graph.get("entities") or {}),
         "relations": len(graph.get("relations") or []),
     }
-    c.records.put(org, Put(GRAPH_PAYLOAD, ref.pk, ref.item_id, ref_data))
+    records.put(org, Put(GRAPH_PAYLOAD, ref.pk, ref.item_id, ref_data))
     old = previous.data.get("blob_key") if previous is not None else None
     if isinstance(old, str) and old != key:
-        c.blobs.delete(org, old)
+        blobs.delete(org, old)
 
 
-def load(c: Container, org: str, ref: ItemRef) -> dict[str, Any] | None:
+def load(records: RecordStore, blobs: BlobStore, org: str, ref: ItemRef) -> dict[str, Any] | None:
     """The item's stored payload (`{"entities", "relations"}`), or None when it has none."""
-    rec = c.records.get(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
+    rec = records.get(org, GRAPH_PAYLOAD, ref.pk, ref.item_id)
     if rec is None:
         return None
     key = rec.data.get("blob_key")
     if not isinstance(key, str):
         return rec.data  # an inline record from before payloads moved to blobs
     try:
-        data: dict[str, Any] = json.loads(c.blobs.get(org, key))
+        data: dict[str, Any] = json.loads(blobs.get(org, key))
     except BlobNotFound:
         # The record names a blob a purge has just removed: retried, the step then finds the item gone.
         raise StoreUnavailable(f"graph_payload blob of item '{ref.item_id}' is missing") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxstore.domain.chunking import Chunk
@@ -25,11 +25,13 @@ from ctxstore.domain.graph_keys import (
     graph_name,
     item_readers,
 )
+from ctxstore.domain.items import STORES, ItemRecord, ItemRef
+from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
+from ctxstore.ports.records import RecordStore
 from ctxstore.retrieval.graph_context import GraphContextRequest
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
 from ctxstore.services.graphs.entity_graph import (
@@ -49,7 +51,7 @@ from ctxstore.services.graphs.item_graph import (
     structural_evidence,
 )
 from ctxstore.services.graphs.shapes import chunk_for, item_access, member_row, path_group, positive_int
-from ctxstore.services.items.service import STORES, ItemRef, ItemService
+from ctxstore.services.items.service import ItemService
 from ctxstore.services.query.ranking_cache import RankingCache
 
 MAX_RELATIONS_LIMIT = 10000
@@ -71,18 +73,32 @@ INDEXES = (
 
 
 class GraphService:
-    def __init__(self, c: Container, databases: DatabaseService, items: ItemService) -> None:
-        self._c = c
+    def __init__(
+        self,
+        records: RecordStore,
+        databases: DatabaseService,
+        items: ItemService,
+        *,
+        graph: Callable[[], GraphStore],
+        blobs: Callable[[], BlobStore],
+        extractor: Callable[[], Extractor | None],
+    ) -> None:
+        """Built only where the deployment has a graph store. `graph`, `blobs`, `extractor`: providers, read per
+        call (the query function builds this service for graph context but may never touch the graph; blobs and
+        the extractor serve only the graph step). The extractor is None where none is configured (AWS unless
+        CTXSTORE_EXTRACTOR=bedrock, or CTXSTORE_EXTRACTOR=none)."""
+        self._records = records
         self._databases = databases
         self._items = items
+        self._graph_port = graph
+        self._blobs = blobs
+        self._extractor = extractor
         self._indexed: set[tuple[str, str]] = set()
         self._rankings = RankingCache()
 
     @property
     def _graph(self) -> GraphStore:
-        if self._c.graph is None:
-            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "the graph engine is not configured on this deployment")
-        return self._c.graph
+        return self._graph_port()
 
     @property
     def entities(self) -> EntityGraph:
@@ -104,30 +120,30 @@ class GraphService:
         self._indexed.add((org, graph))
 
     # ---- ingestion -----------------------------------------------------------------------
-    def graph_step(self, org: str, ref: ItemRef, record: dict[str, Any], chunks: list[Chunk]) -> int:
+    def graph_step(self, org: str, ref: ItemRef, record: ItemRecord, chunks: list[Chunk]) -> int:
         """Build the item's share of both graphs; answers how many relations it holds now."""
         graph = graph_name(ref.store, ref.database, ref.collection)
         self._ensure_indexes(org, graph)
         access = item_access(record)
-        links = [(str(link["id"]), str(link["relation"])) for link in record.get("relates_to") or []]
+        links = [(str(link["id"]), str(link["relation"])) for link in record["relates_to"] or []]
         self.item_graph.upsert_source(
             org,
             graph,
             SourceProps(
                 item_id=ref.item_id,
-                title=str(record.get("title") or ""),
-                kind=str(record.get("app_type") or record.get("source_type") or ""),
-                provider=str(record.get("provider") or ""),
-                external_id=str(record.get("external_id") or ""),
-                thread_id=record.get("thread_id") or None,
-                parent_id=record.get("parent_id") or None,
+                title=str(record["title"] or ""),
+                kind=str(record["app_type"] or record["source_type"] or ""),
+                provider=str(record["provider"] or ""),
+                external_id=str(record["external_id"] or ""),
+                thread_id=record["thread_id"] or None,
+                parent_id=record["parent_id"] or None,
                 acl=access.acl,
                 public=access.public,
                 timestamp=access.timestamp,
             ),
             links,
         )
-        payload = graph_payloads.load(self._c, org, ref)
+        payload = graph_payloads.load(self._records, self._blobs(), org, ref)
         if payload is not None:
             entities, relations = self._supplied(payload, chunks)
         else:
@@ -160,7 +176,7 @@ class GraphService:
         return list(keys.values()), relations
 
     def _extracted(self, chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
-        extractor: Extractor | None = self._c.extractor
+        extractor = self._extractor()
         if extractor is None:
             return [], []
         entities: dict[str, EntityRow] = {}
@@ -195,15 +211,11 @@ class GraphService:
 
     # ---- deletes and metadata ------------------------------------------------------------
     def purge_item(self, org: str, ref: ItemRef) -> None:
-        if self._c.graph is None:
-            return
         graph = graph_name(ref.store, ref.database, ref.collection)
         self.entities.remove_item(org, graph, ref.item_id)
         self.item_graph.remove_source(org, graph, ref.item_id)
 
     def purge_scope(self, org: str, database: str, collection: str | None) -> None:
-        if self._c.graph is None:
-            return
         for store in STORES:
             if collection is not None:
                 names = [graph_name(store, database, collection)]
@@ -213,10 +225,8 @@ class GraphService:
                 self._graph.drop(org, name)
                 self._indexed.discard((org, name))
 
-    def update_access(self, org: str, ref: ItemRef, record: dict[str, Any]) -> None:
+    def update_access(self, org: str, ref: ItemRef, record: ItemRecord) -> None:
         """After a metadata change: the item's readers on its node and evidence."""
-        if self._c.graph is None:
-            return
         graph = graph_name(ref.store, ref.database, ref.collection)
         access = item_access(record)
         self.item_graph.set_access(org, graph, ref.item_id, access.acl, access.public)
@@ -298,14 +308,14 @@ class GraphService:
         return int(value)
 
     @staticmethod
-    def _visible(record: dict[str, Any], principals: list[str] | None) -> bool:
+    def _visible(record: ItemRecord, principals: list[str] | None) -> bool:
         if principals is None:
             return True
-        readers = item_readers(record.get("additional_metadata"))
+        readers = item_readers(record["additional_metadata"])
         return readers is None or bool(set(readers) & set(principals))
 
     def _mention_relations(
-        self, org: str, graph: str, members: dict[str, dict[str, Any]], *, epoch: bool
+        self, org: str, graph: str, members: Mapping[str, Mapping[str, Any]], *, epoch: bool
     ) -> tuple[list[dict[str, Any]], bool]:
         """Structural relations recorded from the items: each member mentions entities (empty context)."""
         rows = self.entities.mentions(org, graph, list(members), AUX_CAP + 1)

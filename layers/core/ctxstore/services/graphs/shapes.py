@@ -10,16 +10,17 @@ from typing import Any
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import invalid
 from ctxstore.domain.graph_keys import acl_key, item_readers
+from ctxstore.domain.items import ItemRecord
 from ctxstore.services.graphs.entity_graph import ItemAccess, entity_ref, evidence
 
 
-def item_access(record: dict[str, Any]) -> ItemAccess:
-    readers = item_readers(record.get("additional_metadata"))
+def item_access(record: ItemRecord) -> ItemAccess:
+    readers = item_readers(record["additional_metadata"])
     return ItemAccess(
         acl=acl_key(readers),
         public=readers is None,
-        timestamp=float(record.get("timestamp") or record.get("created_at") or 0.0),
-        provider=str(record.get("provider") or ""),
+        timestamp=float(record["timestamp"] or record["created_at"] or 0.0),
+        provider=str(record["provider"] or ""),
     )
 
 

@@ -3,20 +3,45 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict
 from urllib.parse import quote
 
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
-from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.domain.items import QUEUED, ItemRecord, ItemRef, StoredItem
+from ctxstore.ports.records import ConditionFailed, Put
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
-from ctxstore.services.items.service import ITEM, QUEUED, ItemRef, ItemService, new_version
+from ctxstore.services.items.service import ITEM, ItemService, new_version
 from ctxstore.services.items.uploads import UploadService
+
+
+class ItemResult(TypedDict):
+    """One item's outcome in the ingest answer (queued, or failed with the reason)."""
+
+    id: str
+    filename: str | None
+    title: str
+    status: str
+    error: str | None
+    error_code: str | None
+    infer: bool
+    relations_created: int
+    relations_error: str
+
+
+class IngestAnswer(TypedDict):
+    """POST /context/ingest's data (202)."""
+
+    success: bool
+    message: str
+    success_count: int
+    failed_count: int
+    results: list[ItemResult]
 
 
 def blob_key(ref: ItemRef, version: str) -> str:
@@ -32,7 +57,7 @@ def _payload(spec: ItemSpec) -> tuple[bytes, str | None]:
     return json.dumps(body).encode(), "application/json"
 
 
-def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, created_at: float) -> dict[str, Any]:
+def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, created_at: float) -> ItemRecord:
     return {
         "id": spec.id,
         "store": spec.store,
@@ -74,7 +99,7 @@ class IngestService:
         self._items = items
         self.uploads = UploadService(c)  # large files arrive by reference (POST /context/uploads)
 
-    def accept(self, principal: Principal, req: IngestRequest) -> dict[str, Any]:
+    def accept(self, principal: Principal, req: IngestRequest) -> IngestAnswer:
         if self._c.workflow is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "ingestion is not configured on this deployment")
         db = self._databases.require(principal, req.database)
@@ -111,7 +136,7 @@ class IngestService:
 
     def _write_record(
         self, org: str, ref: ItemRef, spec: ItemSpec, version: str, key: str, *, upsert: bool
-    ) -> tuple[dict[str, Any], Record | None]:
+    ) -> tuple[ItemRecord, StoredItem | None]:
         """Write the new version's record over the current one (compare-and-set: a status update of the
         previous version may land in between; ConditionFailed only when upsert=false finds an item)."""
         for _ in range(20):
@@ -119,7 +144,7 @@ class IngestService:
             if previous is not None and not upsert:
                 raise ConditionFailed(ref.item_id)
             now = self._c.clock.now()
-            created_at = previous.data.get("created_at", now) if previous else now
+            created_at = previous.data["created_at"] if previous else now
             record = _record(spec, ref, version, key, now, created_at)
             put = Put(
                 ITEM,
@@ -137,9 +162,9 @@ class IngestService:
                     raise
         raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
 
-    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> dict[str, Any]:
+    def _accept_one(self, org: str, req: IngestRequest, spec: ItemSpec) -> ItemResult:
         graph = req.graphs.get(spec.id)
-        result: dict[str, Any] = {
+        result: ItemResult = {
             "id": spec.id,
             "filename": spec.upload.filename if spec.upload else None,
             "title": spec.title,
@@ -151,7 +176,7 @@ class IngestService:
             "relations_error": "",
         }
         if spec.rejected_code:
-            return dict(result, status="failed", error=spec.rejected_reason, error_code=spec.rejected_code)
+            return {**result, "status": "failed", "error": spec.rejected_reason, "error_code": spec.rejected_code}
         ref = self._ref(req, spec)
         with self._items.lock(org, ref):  # a DELETE or another version of this id cannot interleave
             version = new_version()
@@ -161,7 +186,7 @@ class IngestService:
             # written yet waits and retries; a job whose record names a newer version is stale and stops.
             self._c.blobs.put(org, key, data, content_type=ctype)
             if graph is not None:
-                graph_payloads.save(self._c, org, ref, key, graph.to_json())
+                graph_payloads.save(self._c.records, self._c.blobs, org, ref, key, graph.to_json())
             assert self._c.workflow is not None
             self._c.workflow.start(
                 org,
@@ -172,10 +197,9 @@ class IngestService:
                 record, previous = self._write_record(org, ref, spec, version, key, upsert=req.upsert)
             except ConditionFailed:
                 self._c.blobs.delete(org, key)
-                return dict(
-                    result, status="failed", error=f"an item with id '{spec.id}' already exists", error_code="CONFLICT"
-                )
-            if previous is not None and previous.data.get("blob_key") not in (None, key):
+                error = f"an item with id '{spec.id}' already exists"
+                return {**result, "status": "failed", "error": error, "error_code": "CONFLICT"}
+            if previous is not None and previous.data["blob_key"] not in (None, key):
                 self._c.blobs.delete(org, str(previous.data["blob_key"]))
-        self._items.emit_status(org, ref, record, previous.data.get("status") if previous else None)
+        self._items.emit_status(org, ref, record, previous.data["status"] if previous else None)
         return result

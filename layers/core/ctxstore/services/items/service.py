@@ -7,57 +7,32 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from ctxstore.domain.clock_utils import iso
-from ctxstore.ports.records import ConditionFailed, Put, Record
-from ctxstore.services import record_kinds as rk
+from ctxstore.domain.items import STORES, ItemRecord, ItemRef, ItemStatus, StoredItem, item_record
+from ctxstore.ports.records import ConditionFailed, Put
 from ctxstore.services.container import Container
 from ctxstore.services.items.locks import REQUEST_WAIT_SECONDS, ItemLocks
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 
-QUEUED = "queued"
-PROCESSING = "processing"
-GRAPH_CREATION = "graph_creation"
-COMPLETED = "completed"
-ERRORED = "errored"
-TERMINAL = frozenset({COMPLETED, ERRORED})
-SEARCHABLE = frozenset({GRAPH_CREATION, COMPLETED})
-
 ITEM = "item"
 GRAPH_PAYLOAD = "graph_payload"
-STORES = ("knowledge", "memory")
 
 
-@dataclass(frozen=True)
-class ItemRef:
-    database: str
-    collection: str
-    store: str
-    item_id: str
+class StatusExtra(TypedDict, total=False):
+    """What a status change writes besides the status: the chunk count when searchable, relations when done."""
 
-    @property
-    def pk(self) -> str:
-        return item_pk(self.database, self.collection, self.store)
-
-    def to_json(self) -> dict[str, str]:
-        return {"database": self.database, "collection": self.collection, "store": self.store, "id": self.item_id}
-
-    @staticmethod
-    def from_json(d: dict[str, Any]) -> ItemRef:
-        return ItemRef(str(d["database"]), str(d["collection"]), str(d["store"]), str(d["id"]))
+    chunk_count: int
+    relations_created: int
 
 
 @dataclass(frozen=True)
 class StatusChange:
     ref: ItemRef
     version: str
-    status: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def item_pk(database: str, collection: str, store: str) -> str:
-    return f"{database}{rk.SEP}{collection}{rk.SEP}{store}"
+    status: ItemStatus
+    extra: StatusExtra = field(default_factory=lambda: StatusExtra())
 
 
 def new_version() -> str:
@@ -81,10 +56,11 @@ class ItemService:
         """Hold several items' write locks at once (an ingestion worker's batch)."""
         return self._locks.hold_many(org, [(ref.pk, ref.item_id) for ref in refs], wait_s=wait_s)
 
-    def get(self, org: str, ref: ItemRef) -> Record | None:
-        return self._c.records.get(org, ITEM, ref.pk, ref.item_id)
+    def get(self, org: str, ref: ItemRef) -> StoredItem | None:
+        rec = self._c.records.get(org, ITEM, ref.pk, ref.item_id)
+        return StoredItem(item_record(rec.data), rec.version) if rec is not None else None
 
-    def find(self, org: str, database: str, collection: str, item_id: str) -> tuple[ItemRef, Record] | None:
+    def find(self, org: str, database: str, collection: str, item_id: str) -> tuple[ItemRef, StoredItem] | None:
         """Look an id up in both stores of a collection."""
         for store in STORES:
             ref = ItemRef(database, collection, store, item_id)
@@ -98,18 +74,18 @@ class ItemService:
         org: str,
         ref: ItemRef,
         version: str,
-        status: str,
+        status: ItemStatus,
         *,
         error_code: str | None = None,
         error_message: str | None = None,
-        extra: dict[str, Any] | None = None,
+        extra: StatusExtra | None = None,
     ) -> bool:
         """Move the item to `status` if it is still at `version`; False if a newer ingest replaced it."""
         for _ in range(10):
             rec = self.get(org, ref)
-            if rec is None or rec.data.get("version") != version:
+            if rec is None or rec.data["version"] != version:
                 return False
-            previous = rec.data.get("status")
+            previous = rec.data["status"]
             data = self._with_status(rec, status, error_code, error_message, extra)
             try:
                 self._c.records.put(org, Put(ITEM, ref.pk, ref.item_id, data, if_version=rec.version))
@@ -124,14 +100,14 @@ class ItemService:
         """set_status for several items in one conditional write; per item when that write's conditions
         fail (one was replaced or updated meanwhile). True for each item moved."""
         puts: list[Put] = []
-        moved: list[tuple[StatusChange, dict[str, Any], str | None]] = []
+        moved: list[tuple[StatusChange, ItemRecord, ItemStatus]] = []
         for change in changes:
             rec = self.get(org, change.ref)
-            if rec is None or rec.data.get("version") != change.version:
+            if rec is None or rec.data["version"] != change.version:
                 break
             data = self._with_status(rec, change.status, None, None, change.extra)
             puts.append(Put(ITEM, change.ref.pk, change.ref.item_id, data, if_version=rec.version))
-            moved.append((change, data, rec.data.get("status")))
+            moved.append((change, data, rec.data["status"]))
         if len(puts) == len(changes):
             try:
                 self._c.records.transact(org, puts)
@@ -145,18 +121,23 @@ class ItemService:
         return [self.set_status(org, c.ref, c.version, c.status, extra=c.extra) for c in changes]
 
     def _with_status(
-        self, rec: Record, status: str, error_code: str | None, error_message: str | None, extra: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        return dict(
-            rec.data,
-            status=status,
-            updated_at=self._c.clock.now(),
-            error_code=error_code,
-            error_message=error_message,
-            **(extra or {}),
-        )
+        self,
+        rec: StoredItem,
+        status: ItemStatus,
+        error_code: str | None,
+        error_message: str | None,
+        extra: StatusExtra | None,
+    ) -> ItemRecord:
+        return {
+            **rec.data,
+            "status": status,
+            "updated_at": self._c.clock.now(),
+            "error_code": error_code,
+            "error_message": error_message,
+            **(extra or StatusExtra()),
+        }
 
-    def emit_status(self, org: str, ref: ItemRef, data: dict[str, Any], previous: str | None) -> None:
+    def emit_status(self, org: str, ref: ItemRef, data: ItemRecord, previous: ItemStatus | None) -> None:
         self._c.events.emit(
             org,
             INDEXING_STATUS_CHANGED,
@@ -166,10 +147,10 @@ class ItemService:
                 "database": ref.database,
                 "collection": ref.collection,
                 "type": ref.store,
-                "indexing_status": data.get("status"),
+                "indexing_status": data["status"],
                 "previous_status": previous,
-                "error_code": data.get("error_code") or "",
-                "error_message": data.get("error_message") or "",
+                "error_code": data["error_code"] or "",
+                "error_message": data["error_message"] or "",
                 "timestamp": iso(self._c.clock.now()),
             },
         )

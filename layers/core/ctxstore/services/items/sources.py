@@ -13,19 +13,20 @@ from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import ADDITIONAL_METADATA_CAP_BYTES, METADATA_CAP_BYTES
+from ctxstore.domain.items import ItemRecord, ItemRef, StoredItem, item_pk, item_record
 from ctxstore.ports.blobs import BlobNotFound
-from ctxstore.ports.records import ConditionFailed, Put, Record
+from ctxstore.ports.records import ConditionFailed, Put
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
-from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM, ItemRef, ItemService, item_pk
+from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM, ItemService
 
 MAX_PAGE_SIZE = 500
 # Hooks that remove an item's share of other stores (the graphs): (org, ref).
 ItemPurger = Callable[[str, ItemRef], None]
 # Hooks told of an item's new record after a metadata change (the graphs copy its readers): (org, ref, data).
-MetadataListener = Callable[[str, ItemRef, dict[str, Any]], None]
+MetadataListener = Callable[[str, ItemRef, ItemRecord], None]
 
 
 _RENAMED_ROW_FIELDS = {"app_type": "app_kind", "provider": "app_provider", "external_id": "app_external_id"}
@@ -40,36 +41,36 @@ def _bad(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_PARAMETERS, message)
 
 
-def source_view(ref: ItemRef, d: dict[str, Any]) -> dict[str, Any]:
+def source_view(ref: ItemRef, d: ItemRecord) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": ref.item_id,
-        "title": d.get("title") or "",
-        "type": d.get("source_type"),
+        "title": d["title"] or "",
+        "type": d["source_type"],
         "database": ref.database,
         "collection": ref.collection,
         "tenant_id": ref.database,
         "sub_tenant_id": ref.collection,
-        "metadata": d.get("metadata") or {},
-        "additional_metadata": d.get("additional_metadata") or {},
-        "indexing_status": d.get("status"),
-        "error_code": d.get("error_code") or "",
-        "chunk_count": d.get("chunk_count", 0),
-        "created_at": iso(float(d.get("created_at") or 0)),
-        "updated_at": iso(float(d.get("updated_at") or 0)),
+        "metadata": d["metadata"] or {},
+        "additional_metadata": d["additional_metadata"] or {},
+        "indexing_status": d["status"],
+        "error_code": d["error_code"] or "",
+        "chunk_count": d["chunk_count"],
+        "created_at": iso(float(d["created_at"] or 0)),
+        "updated_at": iso(float(d["updated_at"] or 0)),
         # RFC 3339 like the reference's search.SourceInfo; relation evidence inside listings stays epoch (spec)
-        "timestamp": iso(float(d["timestamp"])) if d.get("timestamp") is not None else None,
-        "relations": {"ids": d.get("relations") or []},
-        "relates_to": d.get("relates_to") or [],
-        "thread_id": d.get("thread_id"),
-        "parent_id": d.get("parent_id"),
+        "timestamp": iso(float(d["timestamp"])) if d["timestamp"] is not None else None,
+        "relations": {"ids": d["relations"] or []},
+        "relates_to": d["relates_to"] or [],
+        "thread_id": d["thread_id"],
+        "parent_id": d["parent_id"],
     }
-    if d.get("source_type") == "file":
-        view.update(filename=d.get("filename"), content_type=d.get("content_type"), size_bytes=d.get("size_bytes"))
-    elif d.get("source_type") == "app":
+    if d["source_type"] == "file":
+        view.update(filename=d["filename"], content_type=d["content_type"], size_bytes=d["size_bytes"])
+    elif d["source_type"] == "app":
         # The names of the reference, the spec's subgraph members and query results (not the record's own).
-        view.update(app_kind=d.get("app_type"), app_provider=d.get("provider"), app_external_id=d.get("external_id"))
+        view.update(app_kind=d["app_type"], app_provider=d["provider"], app_external_id=d["external_id"])
     else:
-        view.update(user_name=d.get("user_name"), infer=bool(d.get("infer")))
+        view.update(user_name=d["user_name"], infer=bool(d["infer"]))
     return view
 
 
@@ -98,7 +99,7 @@ class SourceService:
 
     def _require_item(
         self, principal: Principal, database: str, collection: str, item_id: str, store: str | None = None
-    ) -> tuple[ItemRef, Record]:
+    ) -> tuple[ItemRef, StoredItem]:
         self._databases.require(principal, database)
         if store is not None:
             ref = ItemRef(database, collection, store, item_id)
@@ -144,19 +145,19 @@ class SourceService:
                 raise _bad(f"'{name}' must be an object")
         pk = item_pk(database, collection, store)
         wanted = set(ids) if ids else None
-        matched: list[tuple[ItemRef, dict[str, Any]]] = []
+        matched: list[tuple[ItemRef, ItemRecord]] = []
         after: str | None = None
         while True:
             chunk = self._c.records.query(principal.org, ITEM, pk, after=after, limit=1000)
             for r in chunk.records:
-                d = r.data
+                d = item_record(r.data)
                 if wanted is not None and r.sk not in wanted:
                     continue
-                if needle and needle not in r.sk.casefold() and needle not in str(d.get("title") or "").casefold():
+                if needle and needle not in r.sk.casefold() and needle not in str(d["title"] or "").casefold():
                     continue
-                if not all(_matches((d.get("metadata") or {}).get(k), v) for k, v in md_f.items()):
+                if not all(_matches((d["metadata"] or {}).get(k), v) for k, v in md_f.items()):
                     continue
-                if not all(_matches((d.get("additional_metadata") or {}).get(k), v) for k, v in amd_f.items()):
+                if not all(_matches((d["additional_metadata"] or {}).get(k), v) for k, v in amd_f.items()):
                     continue
                 view = source_view(ItemRef(database, collection, store, r.sk), d)
                 if not all(_matches(view.get(k), v) for k, v in src_f.items()):
@@ -165,7 +166,7 @@ class SourceService:
             if chunk.next_after is None:
                 break
             after = chunk.next_after
-        matched.sort(key=lambda x: (-float(x[1].get("created_at") or 0), x[0].item_id))
+        matched.sort(key=lambda x: (-float(x[1]["created_at"] or 0), x[0].item_id))
         total = len(matched)
         start = (page - 1) * page_size
         sources = []
@@ -215,30 +216,29 @@ class SourceService:
             "success": True,
             "message": "Success",
             "error": "",
-            "title": d.get("title") or "",
-            "type": d.get("source_type"),
-            "indexing_status": d.get("status"),
+            "title": d["title"] or "",
+            "type": d["source_type"],
+            "indexing_status": d["status"],
         }
-        key = str(d.get("blob_key") or "")
+        key = str(d["blob_key"] or "")
         try:
             size = self._c.blobs.size(principal.org, key)
         except BlobNotFound:
             size = 0
         ctype = str(
-            d.get("content_type")
-            or ("application/json" if d.get("source_type") != "file" else "application/octet-stream")
+            d["content_type"] or ("application/json" if d["source_type"] != "file" else "application/octet-stream")
         )
         out.update(content_type=ctype, size_bytes=size)
         if mode in ("content", "both"):
             out["content"] = self._content_text(principal.org, ref, d)
             out["inferred_content"] = self._inferred(principal.org, ref)
         if mode in ("url", "both"):
-            filename = str(d.get("filename") or d.get("title") or item_id)
+            filename = str(d["filename"] or d["title"] or item_id)
             out["presigned_url"] = url_for(principal.org, key, expiry_seconds, filename, ctype)
             out["expires_in"] = expiry_seconds
         return out
 
-    def _content_text(self, org: str, ref: ItemRef, d: dict[str, Any]) -> str:
+    def _content_text(self, org: str, ref: ItemRef, d: ItemRecord) -> str:
         chunks = self._chunks(org, ref)
         if chunks:
             return "\n\n".join(
@@ -246,9 +246,9 @@ class SourceService:
                 for c in chunks
                 if c.title != "__inferred__" and not c.text.startswith("Inferred from conversation: ")
             )
-        if d.get("source_type") != "file":
+        if d["source_type"] != "file":
             try:
-                body = json.loads(self._c.blobs.get(org, str(d.get("blob_key"))))
+                body = json.loads(self._c.blobs.get(org, str(d["blob_key"])))
             except (BlobNotFound, ValueError):
                 return ""
             if body.get("pairs"):
@@ -264,10 +264,10 @@ class SourceService:
         out: dict[str, str] = {}
         for item_id in item_ids:
             rec = self._items.get(principal.org, ItemRef(database, collection, store, item_id))
-            if rec is None or rec.data.get("title") or rec.data.get("source_type") == "file":
+            if rec is None or rec.data["title"] or rec.data["source_type"] == "file":
                 continue
             try:
-                body = json.loads(self._c.blobs.get(principal.org, str(rec.data.get("blob_key"))))
+                body = json.loads(self._c.blobs.get(principal.org, str(rec.data["blob_key"])))
             except (BlobNotFound, ValueError):
                 continue
             pairs = body.get("pairs") if isinstance(body, dict) else None
@@ -317,7 +317,7 @@ class SourceService:
         return {
             "id": item_id,
             "type": ref.store,
-            "indexing_status": rec.data.get("status"),
+            "indexing_status": rec.data["status"],
             "total": len(all_chunks),
             "chunks": [
                 {
@@ -418,8 +418,8 @@ class SourceService:
             raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted")
         for _ in range(10):
             d = rec.data
-            md = {**(d.get("metadata") or {}), **(database_metadata or {})}
-            amd = {**(d.get("additional_metadata") or {}), **(additional_metadata or {})}
+            md = {**(d["metadata"] or {}), **(database_metadata or {})}
+            amd = {**(d["additional_metadata"] or {}), **(additional_metadata or {})}
             try:
                 self._c.records.put(
                     principal.org,
@@ -427,7 +427,7 @@ class SourceService:
                         ITEM,
                         ref.pk,
                         ref.item_id,
-                        dict(d, metadata=md, additional_metadata=amd, updated_at=self._c.clock.now()),
+                        {**d, "metadata": md, "additional_metadata": amd, "updated_at": self._c.clock.now()},
                         if_version=rec.version,
                     ),
                 )
@@ -438,7 +438,7 @@ class SourceService:
                     raise ApiError(ErrorCode.SOURCE_NOT_FOUND, f"source '{item_id}' was deleted") from None
                 rec = fresh
         for listener in self._metadata_listeners:
-            listener(principal.org, ref, dict(rec.data, metadata=md, additional_metadata=amd))
+            listener(principal.org, ref, {**rec.data, "metadata": md, "additional_metadata": amd})
         chunks = self._chunks(principal.org, ref)
         if chunks and self._c.search_index is not None:
             self._c.search_index.upsert(

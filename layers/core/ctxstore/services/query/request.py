@@ -1,4 +1,5 @@
-"""POST /query request rules: field values, scope selection, metadata filters.
+"""POST /query's request, defined once: its body (`QueryBody`, the model the route reads and FastAPI documents)
+and its rules (`build_request`: field values, scope selection, metadata filters) into a `QueryRequest`.
 
 A wrong JSON type or a missing field is 400 INVALID_PARAMETERS (the route's model); a well-typed
 value outside its rule (an unknown enum value, a number out of range, too many collections, a weight
@@ -11,8 +12,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
 
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode
@@ -28,10 +41,69 @@ MAX_FILTER_VALUES = 500
 MAX_IDS = 1000
 MAX_QUERY_CHARS = 10_000
 
-TYPES = ("knowledge", "memory", "all")
-QUERY_BY = ("hybrid", "text")
-OPERATORS = ("or", "and", "phrase")
-MODES = ("fast", "thinking", "auto")
+QueryType = Literal["knowledge", "memory", "all"]
+QueryBy = Literal["hybrid", "text"]
+Operator = Literal["or", "and", "phrase"]
+Mode = Literal["fast", "thinking", "auto"]
+TYPES: tuple[QueryType, ...] = get_args(QueryType)
+QUERY_BY: tuple[QueryBy, ...] = get_args(QueryBy)
+OPERATORS: tuple[Operator, ...] = get_args(Operator)
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+
+def _one_of(values: tuple[str, ...]) -> WithJsonSchema:
+    """The document lists the choices; the value is still read as any string, so that a string outside them
+    is answered by the rules below (400 INVALID_INPUT naming the choices), not as a wrong JSON type."""
+    return WithJsonSchema({"type": "string", "enum": list(values)})
+
+
+class QueryBody(BaseModel):
+    """The POST /query body: its JSON types (a wrong one is 400 INVALID_PARAMETERS) and, for the OpenAPI
+    document, its defaults and choices. `build_request` applies the rules. A field sent as null takes the
+    default, as when it is left out."""
+
+    # The reference carries more optional knobs (temporal_*, graph_vector_prune...): accepted, not used.
+    model_config = ConfigDict(extra="ignore")
+    database: StrictStr = Field(description="The database to search.")
+    query: StrictStr = Field(description=f"The question or keywords, at most {MAX_QUERY_CHARS} characters.")
+    collection: StrictStr | None = Field(None, description="One collection (the default one when neither is sent).")
+    collections: list[StrictStr] | dict[StrictStr, StrictInt | StrictFloat] | None = Field(
+        None,
+        description=f"Several collections, at most {MAX_COLLECTIONS}: a list (equal weights) or an object of"
+        " relative weights (> 0, at most one decimal). Not with `collection`.",
+    )
+    type: Annotated[StrictStr, _one_of(TYPES)] | None = Field("knowledge", description="The store(s) searched.")
+    query_by: Annotated[StrictStr, _one_of(QUERY_BY)] | None = Field(
+        "hybrid", description="`text`: the keyword lane only."
+    )
+    operator: Annotated[StrictStr, _one_of(OPERATORS)] | None = Field(
+        "or", description="How the keyword lane combines the query's words."
+    )
+    mode: Annotated[StrictStr, _one_of(MODES)] | None = Field(
+        "auto", description="`fast`: one hybrid pass; `thinking`: more passes and reranking; `auto` picks."
+    )
+    alpha: StrictInt | StrictFloat | Annotated[StrictStr, _one_of(("auto",))] | None = Field(
+        "auto", description="The vector lane's share, 0.0 (keywords) to 1.0 (vectors), or `auto`."
+    )
+    max_results: StrictInt | None = Field(DEFAULT_MAX_RESULTS, description=f"1 to {MAX_RESULTS}.")
+    metadata_filters: dict[str, Any] | None = Field(
+        None,
+        description="Schema fields declared with enable_match (a value, or a list for VARCHAR) and free-form"
+        " `additional_metadata` filters.",
+    )
+    graph_context: StrictBool | None = Field(True, description="Add the graph context of the retrieved items.")
+    query_apps: StrictBool | None = Field(False, description="Add the parent and thread of app items.")
+    recency_bias: StrictInt | StrictFloat | None = Field(0.0, description="0.0 (off) to 1.0: favour new items.")
+    ids: list[StrictStr] | None = Field(
+        None, description=f"Only these items (at most {MAX_IDS}; empty: the whole scope)."
+    )
+    num_related_chunks: StrictInt | None = Field(
+        0, description=f"0 to {MAX_RELATED_CHUNKS} neighbouring chunks of each result."
+    )
+    additional_context: StrictStr | None = Field(None, description="Prepended to the query for the vector lane.")
+    query_forceful_relations: StrictBool | None = Field(
+        True, description="Thinking mode: add chunks of the items a result names in `relations.ids`."
+    )
 
 
 def _invalid(message: str) -> ApiError:
@@ -48,9 +120,9 @@ class QueryRequest:
     query: str
     collections: dict[str, float]  # collection -> relative weight (max weight is 1.0)
     stores: tuple[Store, ...]
-    query_by: str = "hybrid"
-    operator: str = "or"
-    mode: str = "auto"
+    query_by: QueryBy = "hybrid"
+    operator: Operator = "or"
+    mode: Mode = "auto"
     alpha: float | None = None  # None: auto
     max_results: int = DEFAULT_MAX_RESULTS
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -62,15 +134,19 @@ class QueryRequest:
     num_related_chunks: int = 0
     additional_context: str = ""
     forceful_relations: bool = True
-    type: str = "knowledge"
+    type: QueryType = "knowledge"
 
 
-def _choice(name: str, value: str | None, allowed: tuple[str, ...], default: str) -> str:
+_Choice = TypeVar("_Choice", bound=str)
+
+
+def _choice(name: str, value: object, allowed: tuple[_Choice, ...], default: _Choice) -> _Choice:
     if value is None:
         return default
-    if value not in allowed:
-        raise _rule(f"'{name}' must be one of {', '.join(allowed)}; got '{value}'")
-    return value
+    for choice in allowed:
+        if value == choice:
+            return choice
+    raise _rule(f"'{name}' must be one of {', '.join(allowed)}; got '{value}'")
 
 
 def _weight(name: str, value: object) -> float:
@@ -194,55 +270,61 @@ def _schema_filter(key: str, value: object, fd: ms.FieldDef | None, schema: list
     return value
 
 
-def stores_of(type_: str) -> tuple[Store, ...]:
+def stores_of(type_: QueryType) -> tuple[Store, ...]:
     if type_ == "all":
         return ("knowledge", "memory")
     return ("memory",) if type_ == "memory" else ("knowledge",)
 
 
-def build_request(body: dict[str, Any], schema: list[ms.FieldDef]) -> QueryRequest:
+def query_body(body: QueryBody | Mapping[str, Any]) -> QueryBody:
+    """The body as the route's model. In-process callers (MCP tools, the console playground) send JSON that
+    the route did not type-check: it is taken as it is, and the rules of build_request check it as before."""
+    return body if isinstance(body, QueryBody) else QueryBody.model_construct(**body)
+
+
+def build_request(body: QueryBody, schema: list[ms.FieldDef]) -> QueryRequest:
     """Validate the route's already-typed body into a QueryRequest."""
-    query = body.get("query")
+    query = body.query
     if not isinstance(query, str) or not query.strip():
         raise _invalid("'query' is required and must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
         raise _rule(f"'query' may be at most {MAX_QUERY_CHARS} characters")
-    type_ = _choice("type", body.get("type"), TYPES, "knowledge")
-    max_results = body.get("max_results")
+    type_ = _choice("type", body.type, TYPES, "knowledge")
+    max_results = body.max_results
     if max_results is None:
         max_results = DEFAULT_MAX_RESULTS
     elif not 1 <= max_results <= MAX_RESULTS:
         raise _rule(f"'max_results' must be from 1 to {MAX_RESULTS}; got {max_results}")
-    related = body.get("num_related_chunks") or 0
+    related = body.num_related_chunks or 0
     if not 0 <= related <= MAX_RELATED_CHUNKS:
         raise _rule(f"'num_related_chunks' must be from 0 to {MAX_RELATED_CHUNKS}; got {related}")
-    recency = body.get("recency_bias") or 0.0
+    recency = body.recency_bias or 0.0
     if not (math.isfinite(recency) and 0.0 <= recency <= 1.0):
         raise _rule(f"'recency_bias' must be from 0.0 (off) to 1.0; got {recency}")
-    ids = body.get("ids")
-    if ids is not None:
-        if len(ids) > MAX_IDS:
-            raise _rule(f"'ids' may list at most {MAX_IDS} ids; got {len(ids)}")
-        ids = tuple(dict.fromkeys(ids)) or None  # empty: the whole scope, as the reference says
-    md, amd = parse_metadata_filters(body.get("metadata_filters"), schema)
+    ids: tuple[str, ...] | None = None
+    if body.ids is not None:
+        if len(body.ids) > MAX_IDS:
+            raise _rule(f"'ids' may list at most {MAX_IDS} ids; got {len(body.ids)}")
+        ids = tuple(dict.fromkeys(body.ids)) or None  # empty: the whole scope, as the reference says
+    md, amd = parse_metadata_filters(body.metadata_filters, schema)
     return QueryRequest(
-        database=str(body["database"]),
+        database=str(body.database),
         query=query,
-        collections=parse_collections(body.get("collection"), body.get("collections")),
+        collections=parse_collections(body.collection, body.collections),
         stores=stores_of(type_),
         type=type_,
-        query_by=_choice("query_by", body.get("query_by"), QUERY_BY, "hybrid"),
-        operator=_choice("operator", body.get("operator"), OPERATORS, "or"),
-        mode=_choice("mode", body.get("mode"), MODES, "auto"),
-        alpha=parse_alpha(body.get("alpha")),
+        query_by=_choice("query_by", body.query_by, QUERY_BY, "hybrid"),
+        operator=_choice("operator", body.operator, OPERATORS, "or"),
+        mode=_choice("mode", body.mode, MODES, "auto"),
+        alpha=parse_alpha(body.alpha),
         max_results=int(max_results),
         metadata=md,
         additional_metadata=amd,
-        graph_context=body.get("graph_context") is not False,
-        query_apps=bool(body.get("query_apps")),
+        graph_context=body.graph_context is not False,
+        query_apps=bool(body.query_apps),
         recency_bias=float(recency),
         ids=ids,
         num_related_chunks=int(related),
-        additional_context=(body.get("additional_context") or "").strip(),
-        forceful_relations=body.get("query_forceful_relations") is not False,
+        additional_context=(body.additional_context or "").strip(),
+        forceful_relations=body.query_forceful_relations is not False,
     )

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.items import ItemRecord, ItemRef
 from ctxstore.ports.search_index import ChunkDoc, Store
 from ctxstore.retrieval import feedback, thinking
 from ctxstore.retrieval.fusion import Candidate, LaneHits, fuse, ranked
@@ -30,8 +31,8 @@ from ctxstore.retrieval.signals import choose_alpha, route
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.container import Container
 from ctxstore.services.databases import DatabaseService
-from ctxstore.services.items.service import ItemRef, ItemService
-from ctxstore.services.query.request import QueryRequest, build_request
+from ctxstore.services.items.service import ItemService
+from ctxstore.services.query.request import QueryBody, QueryRequest, build_request, query_body
 
 RECENCY_HALF_LIFE_S = 30 * 86400.0  # a 30-day-old item gets half the recency boost of a new one
 MAX_FORCEFUL_CHUNKS = 50
@@ -43,6 +44,32 @@ _TABLE_LINE = re.compile(r"^\s*\|.*\|\s*$", re.MULTILINE)
 def candidate_depth(max_results: int) -> int:
     """Hits per lane: the z-scores need a stable sample (100 measured best), bounded for latency."""
     return min(300, max(100, 4 * max_results))
+
+
+class QueryPlan(TypedDict):
+    """How the answer was produced: the route taken and why, the lanes' mix, the queries run."""
+
+    requested_mode: str
+    mode: str
+    reason: str
+    alpha: float
+    query_by: str
+    queries: list[str]
+    type: str
+
+
+class _RankedAnswer(TypedDict):
+    chunks: list[dict[str, Any]]
+    sources: list[dict[str, Any]]
+    additional_context: dict[str, dict[str, Any]]
+    query_plan: QueryPlan
+
+
+class QueryAnswer(_RankedAnswer, total=False):  # total=False: seen at run time too (postponed annotations)
+    """POST /query's data: ranked chunks (search.V2Chunk), their sources (search.SourceInfo), context chunks
+    by id, the plan, and the graph context when asked for and wired."""
+
+    graph_context: dict[str, Any]
 
 
 @dataclass
@@ -70,12 +97,12 @@ class QueryService:
         self.graph_context = graph_context
 
     # ---- entry point ---------------------------------------------------------------------------
-    def query(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-        schema = self._databases.schema(principal, str(body["database"]))
-        req = build_request(body, schema)
-        return self.run(principal, req)
+    def query(self, principal: Principal, body: QueryBody | Mapping[str, Any]) -> QueryAnswer:
+        typed = query_body(body)
+        schema = self._databases.schema(principal, str(typed.database))
+        return self.run(principal, build_request(typed, schema))
 
-    def run(self, principal: Principal, req: QueryRequest) -> dict[str, Any]:
+    def run(self, principal: Principal, req: QueryRequest) -> QueryAnswer:
         if self._c.search_index is None:
             raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "search is not configured on this deployment")
         scope = RetrievalScope(
@@ -116,7 +143,8 @@ class QueryService:
         if feedback.applies(first, alpha):
             first = feedback.refine(r, scope, first, fused, depth)
             fused = self._score(fuse(first.lanes, alpha), req)
-        mode, reason = req.mode, alpha_reason
+        mode: str = req.mode
+        reason = alpha_reason
         if req.mode == "auto":
             chosen = route(
                 req.query,
@@ -161,7 +189,7 @@ class QueryService:
         return ranked(pool)
 
     # ---- response ------------------------------------------------------------------------------
-    def _render(self, org: str, scope: RetrievalScope, req: QueryRequest, answer: Answer) -> dict[str, Any]:
+    def _render(self, org: str, scope: RetrievalScope, req: QueryRequest, answer: Answer) -> QueryAnswer:
         idx = self._c.search_index
         assert idx is not None
         pool = (
@@ -177,7 +205,7 @@ class QueryService:
         graph: Future[dict[str, Any] | None] | None = None
         if want_graph and self.graph_context is not None:
             graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
-        records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        records: dict[tuple[str, str, str], ItemRecord | None] = {}
         live = self._live(org, req.database, candidates, docs, records, req.max_results)
         if live != top:  # a stale hit was dropped: the graph context follows the chunks that remain
             top = live
@@ -187,23 +215,23 @@ class QueryService:
         chunks = []
         for c in top:
             d = docs[c.chunk_id]
-            rec = records.get((c.store, c.collection, c.item_id), {})
+            rec = records.get((c.store, c.collection, c.item_id))
             view = chunk_view(d, rec, c.score)
             extra_ids: list[str] = []
             if req.num_related_chunks:
                 for n in self._neighbours(org, d, req.num_related_chunks):
                     extra_ids.append(n.chunk_id)
                     additional.setdefault(n.chunk_id, chunk_view(n, rec, None))
-            if req.query_apps and rec.get("source_type") == "app":
+            if req.query_apps and rec is not None and rec["source_type"] == "app":
                 for n in self._thread_context(org, d, rec):
                     extra_ids.append(n.chunk_id)
-                    additional.setdefault(n.chunk_id, chunk_view(n, {}, None))
+                    additional.setdefault(n.chunk_id, chunk_view(n, None, None))
             view["extra_context_ids"] = list(dict.fromkeys(extra_ids))
             chunks.append(view)
         if answer.mode == "thinking" and req.forceful_relations:
             for chunk_id, view in self._forceful(org, req, top, records).items():
                 additional.setdefault(chunk_id, view)
-        data: dict[str, Any] = {
+        data: QueryAnswer = {
             "chunks": chunks,
             "sources": self._sources(top, records),
             "additional_context": {k: v for k, v in additional.items() if k not in {c.chunk_id for c in top}},
@@ -249,7 +277,7 @@ class QueryService:
         database: str,
         candidates: Sequence[Candidate],
         docs: dict[str, ChunkDoc],
-        records: dict[tuple[str, str, str], dict[str, Any]],
+        records: dict[tuple[str, str, str], ItemRecord | None],
         want: int,
     ) -> list[Candidate]:
         """The first `want` candidates whose chunk is indexed and whose item record exists at the version the
@@ -273,9 +301,9 @@ class QueryService:
                 key = (c.store, c.collection, c.item_id)
                 if key not in records:
                     rec = self._items.get(org, ItemRef(database, c.collection, c.store, c.item_id))
-                    records[key] = dict(rec.data) if rec is not None else {}
+                    records[key] = rec.data if rec is not None else None
                 rec_data = records[key]
-                if rec_data and (not d.version or str(rec_data.get("version")) == d.version):
+                if rec_data is not None and (not d.version or str(rec_data["version"]) == d.version):
                     top.append(c)
         return top
 
@@ -285,12 +313,12 @@ class QueryService:
         siblings = idx.item_chunks(org, d.database, d.collection, d.store, d.item_id)
         return [s for s in siblings if s.chunk_id != d.chunk_id and abs(s.position - d.position) <= n]
 
-    def _thread_context(self, org: str, d: ChunkDoc, rec: dict[str, Any]) -> list[ChunkDoc]:
+    def _thread_context(self, org: str, d: ChunkDoc, rec: ItemRecord) -> list[ChunkDoc]:
         """App-aware context: the first chunk of the item's parent and of its thread's root item."""
         idx = self._c.search_index
         assert idx is not None
         out: list[ChunkDoc] = []
-        for other in dict.fromkeys(x for x in (rec.get("parent_id"), rec.get("thread_id")) if x):
+        for other in dict.fromkeys(x for x in (rec["parent_id"], rec["thread_id"]) if x):
             if other == d.item_id:
                 continue
             out += idx.item_chunks(org, d.database, d.collection, d.store, str(other))[:1]
@@ -301,7 +329,7 @@ class QueryService:
         org: str,
         req: QueryRequest,
         top: Sequence[Candidate],
-        records: dict[tuple[str, str, str], dict[str, Any]],
+        records: dict[tuple[str, str, str], ItemRecord | None],
     ) -> dict[str, dict[str, Any]]:
         """Chunks of the items that retrieved items declare as related (`relations.ids`)."""
         idx = self._c.search_index
@@ -309,8 +337,8 @@ class QueryService:
         out: dict[str, dict[str, Any]] = {}
         seen: set[tuple[str, str]] = set()
         for c in top:
-            rec = records.get((c.store, c.collection, c.item_id), {})
-            for rid in rec.get("relations") or []:
+            rec = records.get((c.store, c.collection, c.item_id))
+            for rid in (rec["relations"] or []) if rec is not None else []:
                 if (c.collection, rid) in seen or len(out) >= MAX_FORCEFUL_CHUNKS:
                     continue
                 seen.add((c.collection, rid))
@@ -328,7 +356,9 @@ class QueryService:
         return out
 
     @staticmethod
-    def _sources(top: Sequence[Candidate], records: dict[tuple[str, str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    def _sources(
+        top: Sequence[Candidate], records: dict[tuple[str, str, str], ItemRecord | None]
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         seen: set[tuple[str, str, str]] = set()
         for c in top:
@@ -336,7 +366,7 @@ class QueryService:
             if key in seen:
                 continue
             seen.add(key)
-            out.append(source_view(c.store, c.collection, c.item_id, records.get(key, {})))
+            out.append(source_view(c.store, c.collection, c.item_id, records.get(key)))
         return out
 
 
@@ -348,54 +378,89 @@ def _when(value: Any) -> str | None:
     return iso(ts) if ts > 0 else None
 
 
-def _source_type(rec: dict[str, Any], d: ChunkDoc) -> str:
-    if rec.get("source_type") == "app":
-        return str(rec.get("provider") or rec.get("app_type") or "app")
-    return str(rec.get("source_type") or d.source_type or ("memory" if d.store == "memory" else "file"))
+def _source_type(rec: ItemRecord | None, d: ChunkDoc) -> str:
+    if rec is not None and rec["source_type"] == "app":
+        return str(rec["provider"] or rec["app_type"] or "app")
+    return str((rec["source_type"] if rec else None) or d.source_type or ("memory" if d.store == "memory" else "file"))
 
 
-def chunk_view(d: ChunkDoc, rec: dict[str, Any], score: float | None) -> dict[str, Any]:
-    """search.V2Chunk."""
+def chunk_view(d: ChunkDoc, rec: ItemRecord | None, score: float | None) -> dict[str, Any]:
+    """search.V2Chunk; without `rec` (a thread's context chunk) from the chunk alone."""
+    title = md = amd = created = updated = None
+    if rec is not None:
+        title, md, amd = rec["title"], rec["metadata"], rec["additional_metadata"]
+        created, updated = rec["created_at"], rec["updated_at"] or rec["created_at"]
     view: dict[str, Any] = {
         "chunk_uuid": d.chunk_id,
         "id": d.item_id,
         "chunk_content": d.text,
-        "source_title": str(rec.get("title") or d.title or ""),
+        "source_title": str(title or d.title or ""),
         "source_type": _source_type(rec, d),
         "type": d.store,
         "collection": d.collection,
         "sub_tenant_id": d.collection,
-        "metadata": dict(rec.get("metadata") or d.metadata),
-        "additional_metadata": dict(rec.get("additional_metadata") or d.additional_metadata),
+        "metadata": dict(md or d.metadata),
+        "additional_metadata": dict(amd or d.additional_metadata),
         "layout": "table" if _TABLE_LINE.search(d.text) else "text",
         "position": d.position,
         "extra_context_ids": [],
-        "source_upload_time": _when(rec.get("created_at") or d.created_at),
-        "source_last_updated_time": _when(rec.get("updated_at") or rec.get("created_at") or d.created_at),
+        "source_upload_time": _when(created or d.created_at),
+        "source_last_updated_time": _when(updated or d.created_at),
     }
     if score is not None:  # fused scores are unbounded (z-scores): s/(1+s) keeps the order within 0..1
         view["relevancy_score"] = round(max(0.0, float(score)) / (1.0 + max(0.0, float(score))), 6)
     return view
 
 
-def source_view(store: Store, collection: str, item_id: str, rec: dict[str, Any]) -> dict[str, Any]:
-    """search.SourceInfo."""
-    app = rec.get("source_type") == "app"
+def source_view(store: Store, collection: str, item_id: str, rec: ItemRecord | None) -> dict[str, Any]:
+    """search.SourceInfo. Items keep no `url` or `description` (the reference's fields): they answer null."""
+    if rec is None:
+        return _source_info(store, collection, item_id)
+    app = rec["source_type"] == "app"
+    return _source_info(
+        store,
+        collection,
+        item_id,
+        title=str(rec["title"] or ""),
+        source_type=rec["source_type"],
+        metadata=dict(rec["metadata"] or {}),
+        additional_metadata=dict(rec["additional_metadata"] or {}),
+        timestamp=_when(rec["timestamp"] or rec["created_at"]),
+        app_kind=rec["app_type"] if app else None,
+        app_provider=rec["provider"] if app else None,
+        app_external_id=rec["external_id"] if app else None,
+    )
+
+
+def _source_info(
+    store: Store,
+    collection: str,
+    item_id: str,
+    *,
+    title: str = "",
+    source_type: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    additional_metadata: dict[str, Any] | None = None,
+    timestamp: str | None = None,
+    app_kind: str | None = None,
+    app_provider: str | None = None,
+    app_external_id: str | None = None,
+) -> dict[str, Any]:
     return {
         "id": item_id,
-        "title": str(rec.get("title") or ""),
+        "title": title,
         "type": store,
-        "source_type": rec.get("source_type"),
+        "source_type": source_type,
         "collection": collection,
         "sub_tenant_id": collection,
-        "metadata": dict(rec.get("metadata") or {}),
-        "additional_metadata": dict(rec.get("additional_metadata") or {}),
-        "timestamp": _when(rec.get("timestamp") or rec.get("created_at")),
-        "url": rec.get("url"),
-        "description": rec.get("description"),
-        "app_kind": rec.get("app_type") if app else None,
-        "app_provider": rec.get("provider") if app else None,
-        "app_external_id": rec.get("external_id") if app else None,
+        "metadata": metadata or {},
+        "additional_metadata": additional_metadata or {},
+        "timestamp": timestamp,
+        "url": None,
+        "description": None,
+        "app_kind": app_kind,
+        "app_provider": app_provider,
+        "app_external_id": app_external_id,
     }
 
 

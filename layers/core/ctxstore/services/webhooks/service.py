@@ -30,12 +30,12 @@ from ctxstore.config import WebhookSettings
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.network_policy import address_refusal
+from ctxstore.ports.clock import Clock
 from ctxstore.ports.http_sender import HttpSender
-from ctxstore.ports.records import ConditionFailed, Put, Record
-from ctxstore.ports.work_queue import Job
+from ctxstore.ports.records import ConditionFailed, Put, Record, RecordStore
+from ctxstore.ports.work_queue import Job, WorkQueue
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
-from ctxstore.services.container import Container
 from ctxstore.services.webhooks.rules import (
     COMPLETED,
     DEFAULT_EVENT_TYPES,
@@ -71,23 +71,27 @@ from ctxstore.services.webhooks.rules import (
 
 class WebhookService:
     def __init__(
-        self, c: Container, sender: HttpSender | None = None, *, settings: WebhookSettings | None = None
+        self,
+        records: RecordStore,
+        clock: Clock,
+        *,
+        queue: Callable[[], WorkQueue],
+        sender: Callable[[], HttpSender],
+        settings: WebhookSettings | None = None,
     ) -> None:
-        self._c = c
+        """`queue` and `sender`: providers, read when a delivery is queued, vetted or sent (every ingestion emits
+        through this service; on AWS a port read builds its client, the sender imports httpx)."""
+        self._records = records
+        self._clock = clock
+        self._queue = queue
+        self._sender = sender
         self.settings = settings or WebhookSettings()
-        self._sender = sender  # None: the container's sender, read when a delivery or vetting first needs it
 
     # ---- target vetting ----------------------------------------------------------------------
-    def _sender_or_unavailable(self) -> HttpSender:
-        sender = self._sender or self._c.http_sender
-        if sender is None:
-            raise ApiError(ErrorCode.SERVICE_UNAVAILABLE, "webhook delivery is not configured on this server")
-        return sender
-
     def vet(self, url: str) -> Target:
         """Check the URL and every address its host resolves to; raises TargetRefused/TargetUnresolvable."""
         _, host, port = parse_url(url)
-        sender = self._sender_or_unavailable()
+        sender = self._sender()
         try:
             addresses = sender.resolve(host, port)
         except OSError as exc:
@@ -109,7 +113,7 @@ class WebhookService:
 
     # ---- registration ------------------------------------------------------------------------
     def _webhook(self, p: Principal) -> Record | None:
-        return self._c.records.get(p.org, rk.WEBHOOK, "", p.key_prefix)
+        return self._records.get(p.org, rk.WEBHOOK, "", p.key_prefix)
 
     def _require_webhook(self, p: Principal) -> Record:
         rec = self._webhook(p)
@@ -141,7 +145,7 @@ class WebhookService:
             returned = generate_secret()
         elif signing_secret is not None:
             returned = signing_secret
-        now = self._c.clock.now()
+        now = self._clock.now()
 
         def change(old: dict[str, Any] | None) -> dict[str, Any]:
             data = dict(old or {"created_at": now, "key_prefix": p.key_prefix, "signing_secret": ""})
@@ -161,9 +165,9 @@ class WebhookService:
             data = change(dict(rec.data) if rec else None)
             try:
                 if rec is None:
-                    self._c.records.put(p.org, Put(rk.WEBHOOK, "", p.key_prefix, data, if_absent=True))
+                    self._records.put(p.org, Put(rk.WEBHOOK, "", p.key_prefix, data, if_absent=True))
                 else:
-                    self._c.records.put(p.org, Put(rk.WEBHOOK, "", p.key_prefix, data, if_version=rec.version))
+                    self._records.put(p.org, Put(rk.WEBHOOK, "", p.key_prefix, data, if_version=rec.version))
                 return data
             except ConditionFailed:
                 continue
@@ -179,7 +183,7 @@ class WebhookService:
 
     def delete(self, p: Principal) -> dict[str, Any]:
         self._require_webhook(p)
-        deleted = self._c.records.delete(p.org, rk.WEBHOOK, "", p.key_prefix)
+        deleted = self._records.delete(p.org, rk.WEBHOOK, "", p.key_prefix)
         if not deleted:
             raise ApiError(ErrorCode.NOT_FOUND, "no indexing webhook is registered for this API key")
         return {"deleted": True, "message": "Success"}
@@ -193,7 +197,7 @@ class WebhookService:
         def change(old: dict[str, Any] | None) -> dict[str, Any]:
             if old is None:
                 raise ApiError(ErrorCode.NOT_FOUND, "no indexing webhook is registered for this API key")
-            return {**old, "signing_secret": secret, "updated_at": self._c.clock.now()}
+            return {**old, "signing_secret": secret, "updated_at": self._clock.now()}
 
         self._update_webhook(p, change)
         return {"generated": signing_secret is None, "signing_secret": secret, "message": "Success"}
@@ -204,7 +208,7 @@ class WebhookService:
         def change(old: dict[str, Any] | None) -> dict[str, Any]:
             if old is None:
                 raise ApiError(ErrorCode.NOT_FOUND, "no indexing webhook is registered for this API key")
-            return {**old, "signing_secret": "", "updated_at": self._c.clock.now()}
+            return {**old, "signing_secret": "", "updated_at": self._clock.now()}
 
         return webhook_view(self._update_webhook(p, change), message="Signing disabled")
 
@@ -214,14 +218,14 @@ class WebhookService:
         hooks: list[Record] = []
         after: str | None = None
         while True:
-            page = self._c.records.query(org, rk.WEBHOOK, "", after=after, limit=1000)
+            page = self._records.query(org, rk.WEBHOOK, "", after=after, limit=1000)
             hooks.extend(r for r in page.records if event_type in r.data.get("event_types", ()))
             if page.next_after is None:
                 break
             after = page.next_after
         if not hooks:
             return
-        now = self._c.clock.now()
+        now = self._clock.now()
         data = dict(payload)
         doc_id = str(data.get("doc_id") or data.get("id") or "")
         if doc_id:
@@ -248,9 +252,9 @@ class WebhookService:
                 "gen": 0,
             }
             # The job carries the whole delivery, so a crash before the record is written loses nothing.
-            self._c.queue.enqueue(org, WEBHOOK_QUEUE, delivery_job_id(delivery_id, 0), {"delivery": record})
+            self._queue().enqueue(org, WEBHOOK_QUEUE, delivery_job_id(delivery_id, 0), {"delivery": record})
             try:
-                self._c.records.put(org, delivery_put(record, if_absent=True))
+                self._records.put(org, delivery_put(record, if_absent=True))
             except ConditionFailed:
                 pass  # the worker got there first and wrote it from the job
 
@@ -259,15 +263,15 @@ class WebhookService:
     ) -> dict[str, Any] | None:
         """Read-modify-write with a version check; `change` returns None to leave the record alone."""
         for _ in range(20):
-            rec = self._c.records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
+            rec = self._records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
             if rec is None:
                 return None
             new = change(dict(rec.data))
             if new is None:
                 return dict(rec.data)
-            new["updated_at"] = self._c.clock.now()
+            new["updated_at"] = self._clock.now()
             try:
-                self._c.records.put(org, delivery_put(new, if_version=rec.version))
+                self._records.put(org, delivery_put(new, if_version=rec.version))
                 return new
             except ConditionFailed:
                 continue
@@ -280,18 +284,18 @@ class WebhookService:
         template: dict[str, Any] = job.payload["delivery"]
         gen = int(job.payload.get("gen", template.get("gen", 0)))
         key_prefix, delivery_id = template["key_prefix"], template["delivery_id"]
-        rec = self._c.records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
+        rec = self._records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
         if rec is None:
             try:
-                self._c.records.put(org, delivery_put(template, if_absent=True))
+                self._records.put(org, delivery_put(template, if_absent=True))
             except ConditionFailed:
                 pass
-            rec = self._c.records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
+            rec = self._records.get(org, rk.WEBHOOK_DELIVERY, key_prefix, delivery_id)
             if rec is None:
                 return None
         if int(rec.data.get("gen", 0)) != gen or rec.data.get("status") in (COMPLETED, PERMANENTLY_FAILED):
             return None  # superseded by a manual retry, or already settled
-        hook = self._c.records.get(org, rk.WEBHOOK, "", key_prefix)
+        hook = self._records.get(org, rk.WEBHOOK, "", key_prefix)
         if hook is None:
             result = AttemptResult(False, error_code="WEBHOOK_UNREGISTERED", error_message="the webhook was deleted")
         elif hook.data.get("url") != rec.data.get("webhook_url"):
@@ -315,10 +319,10 @@ class WebhookService:
         except TargetUnresolvable as exc:
             return AttemptResult(False, retry=True, error_code="DNS_ERROR", error_message=str(exc))
         body = str(delivery["body"])
-        return self._post(target, body, signed_headers(secret, str(delivery["delivery_id"]), body, self._c.clock.now()))
+        return self._post(target, body, signed_headers(secret, str(delivery["delivery_id"]), body, self._clock.now()))
 
     def _post(self, target: Target, body: str, headers: dict[str, str]) -> AttemptResult:
-        sender = self._sender_or_unavailable()
+        sender = self._sender()
         status, error = sender.post(
             target.url,
             body.encode(),
@@ -390,7 +394,7 @@ class WebhookService:
         out: list[dict[str, Any]] = []
         next_cursor: str | None = None
         while True:
-            page = self._c.records.query(
+            page = self._records.query(
                 p.org, rk.WEBHOOK_DELIVERY, p.key_prefix, after=after, limit=n + 1, descending=True
             )
             stop = False
@@ -410,7 +414,7 @@ class WebhookService:
         return {"deliveries": out, "count": len(out), "next_cursor": next_cursor}
 
     def _require_delivery(self, p: Principal, delivery_id: str) -> Record:
-        rec = self._c.records.get(p.org, rk.WEBHOOK_DELIVERY, p.key_prefix, delivery_id)
+        rec = self._records.get(p.org, rk.WEBHOOK_DELIVERY, p.key_prefix, delivery_id)
         if rec is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"delivery '{delivery_id}' not found")
         return rec
@@ -445,7 +449,7 @@ class WebhookService:
         if new is None:
             raise ApiError(ErrorCode.CONFLICT, f"delivery '{delivery_id}' changed state; it is no longer failed")
         gen = int(new["gen"])
-        self._c.queue.enqueue(p.org, WEBHOOK_QUEUE, delivery_job_id(delivery_id, gen), {"delivery": new, "gen": gen})
+        self._queue().enqueue(p.org, WEBHOOK_QUEUE, delivery_job_id(delivery_id, gen), {"delivery": new, "gen": gen})
         return {"delivery_id": delivery_id, "queued": True, "message": "Success"}
 
     # ---- test delivery -----------------------------------------------------------------------
@@ -453,7 +457,7 @@ class WebhookService:
         """POST a signed `webhook.test` event now and report what the endpoint answered; the attempt is kept
         in the delivery history like any delivery (so it can be inspected, and retried if it failed)."""
         hook = self._require_webhook(p)
-        now = self._c.clock.now()
+        now = self._clock.now()
         msg_id = new_delivery_id(now)
         data = {"message": "ctxstore webhook test", "timestamp": iso(now)}
         body = json.dumps({"type": TEST_EVENT, "timestamp": iso(now), "data": data}, separators=(",", ":"))
@@ -462,7 +466,7 @@ class WebhookService:
         except (TargetRefused, TargetUnresolvable) as exc:
             result = AttemptResult(False, error_code="URL_REFUSED", error_message=f"url refused: {exc}")
         else:
-            headers = signed_headers(str(hook.data.get("signing_secret") or ""), msg_id, body, self._c.clock.now())
+            headers = signed_headers(str(hook.data.get("signing_secret") or ""), msg_id, body, self._clock.now())
             result = self._post(target, body, headers)
         self._keep_test(p.org, hook, msg_id, body, now, result)
         message = "Success" if result.delivered else (result.error_message or "delivery failed")
@@ -482,11 +486,11 @@ class WebhookService:
             "error_code": result.error_code,
             "error_message": result.error_message[:1000],
             "created_at": now,
-            "updated_at": self._c.clock.now(),
+            "updated_at": self._clock.now(),
             "webhook_url": hook.data["url"],
             "body": body,
             "gen": 0,
         }
         if result.status_code is not None:
             record["last_status_code"] = result.status_code
-        self._c.records.put(org, delivery_put(record, if_absent=True))
+        self._records.put(org, delivery_put(record, if_absent=True))

@@ -1,0 +1,80 @@
+"""A clean close saves each cached scope's vectors; the next open reads them back instead of every SQLite row,
+and only while they are current: a write since, a crash before the close or a damaged file means SQLite again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ctxstore.adapters.local import sqlite_search_index as ssi
+from ctxstore.adapters.local import vector_snapshot
+from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+
+KEY = ("org", "db", "knowledge")
+ALL = SearchFilter(database="db", collections=[], store="knowledge")
+COL2 = SearchFilter(database="db", collections=["col2"], store="knowledge")
+
+
+def _docs(rng: np.random.Generator, start: int, n: int) -> list[ChunkDoc]:
+    vecs = rng.normal(size=(n, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return [
+        ChunkDoc(f"c{i}#0", f"c{i}", "db", f"col{i % 3}", "knowledge", f"text {i}", vecs[i - start])
+        for i in range(start, start + n)
+    ]
+
+
+def _answers(index: ssi.SqliteSearchIndex, queries: np.ndarray) -> list[list[tuple[str, float]]]:
+    return [
+        [(h.chunk_id, h.score) for h in index.vector_search("org", f, q, limit=15)]
+        for f in (ALL, COL2)
+        for q in queries
+    ]
+
+
+def _written(tmp_path: Path) -> tuple[list[list[tuple[str, float]]], np.ndarray]:
+    rng = np.random.default_rng(9)
+    writer = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    writer.ensure_database("org", "db")
+    writer.upsert("org", _docs(rng, 0, 600))
+    writer.delete_item("org", "db", "col1", "knowledge", "c10")
+    queries = rng.normal(size=(10, 8)).astype(np.float32)
+    expected = _answers(writer, queries)  # loads the scope into the cache
+    writer.close()
+    return expected, queries
+
+
+def test_a_clean_close_saves_the_scope_and_the_next_open_reads_it_back(tmp_path: Path) -> None:
+    expected, queries = _written(tmp_path)
+    folder = tmp_path / "search.db.vectors"
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    snapshot = vector_snapshot.load(folder, KEY, reader._generation(KEY))
+    assert snapshot is not None and snapshot.n == 599  # the deleted row is not in it
+    assert _answers(reader, queries) == expected
+    assert all("c10#0" not in {cid for cid, _ in hits} for hits in _answers(reader, queries))
+    reader.close()
+
+
+def test_a_write_since_the_snapshot_is_seen(tmp_path: Path) -> None:
+    _, queries = _written(tmp_path)
+    # A process writes and dies before its close (no new snapshot): the saved one is a generation behind.
+    crashed = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    target = queries[0] / np.linalg.norm(queries[0])
+    crashed.upsert("org", [ChunkDoc("new#0", "new", "db", "col2", "knowledge", "new", target.astype(np.float32))])
+    crashed.delete_item("org", "db", "col2", "knowledge", "c2")
+    crashed._db.close()
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    hits = reader.vector_search("org", ALL, queries[0], limit=600)
+    assert hits[0].chunk_id == "new#0"
+    assert "c2#0" not in {h.chunk_id for h in hits} and len(hits) == 599
+    reader.close()
+
+
+def test_a_damaged_snapshot_falls_back_to_sqlite(tmp_path: Path) -> None:
+    expected, queries = _written(tmp_path)
+    [path] = (tmp_path / "search.db.vectors").glob("*.npz")
+    path.write_bytes(path.read_bytes()[:100])
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    assert _answers(reader, queries) == expected
+    reader.close()
