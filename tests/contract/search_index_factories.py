@@ -30,6 +30,13 @@ def _sqlite_coded(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
     return index, index.close
 
 
+def _sqlite_ann(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
+    """The same index with an HNSW index (ann_index.py) from the first row, built in the querying thread:
+    every search goes through the index's candidates, so this checks it follows every write and filter."""
+    index = SqliteSearchIndex(folder / "search.db", ann_min_rows=0, ann_in_background=False)
+    return index, index.close
+
+
 _COLLECTIONS: dict[Path, Any] = {}
 
 
@@ -63,6 +70,7 @@ def _memory(folder: Path) -> tuple[SearchIndex, Callable[[], None]]:
 SEARCH_INDEXES: dict[str, Factory] = {
     "sqlite": _sqlite,
     "sqlite-coded": _sqlite_coded,
+    "sqlite-ann": _sqlite_ann,
     "opensearch": _opensearch,
     "memory": _memory,
 }

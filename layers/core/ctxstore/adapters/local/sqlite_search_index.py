@@ -10,7 +10,7 @@ One file of its own (e.g. data_dir/"search.db"), so heavy index writes never blo
   lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
   every write bumps in the same transaction, so a cache that missed a write (another process, a
   race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
-  shortlist by 1-bit codes and rescore exactly (vector_cache.py).
+  shortlist by 1-bit codes and rescore exactly (vector_cache.py), or use an HNSW index when enabled.
 - Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
   vectors (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
@@ -34,6 +34,7 @@ import numpy.typing as npt
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local import vector_snapshot
+from ctxstore.adapters.local.ann_keeper import AnnKeeper
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
@@ -47,7 +48,12 @@ from ctxstore.adapters.local.sqlite_search_sql import (
     scope_id,
     vector_blob,
 )
-from ctxstore.adapters.local.vector_cache import APPROX_MIN_ROWS, SHORTLIST_MIN, VectorScope, nearest
+from ctxstore.adapters.local.vector_cache import (
+    APPROX_MIN_ROWS,
+    SHORTLIST_MIN,
+    VectorScope,
+    nearest,
+)
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
 log = logging.getLogger("ctxstore.search")
@@ -67,7 +73,13 @@ class _Delta:
 
 class SqliteSearchIndex:
     def __init__(
-        self, path: Path, *, approx_min_rows: int = APPROX_MIN_ROWS, shortlist_min: int = SHORTLIST_MIN
+        self,
+        path: Path,
+        *,
+        approx_min_rows: int = APPROX_MIN_ROWS,
+        shortlist_min: int = SHORTLIST_MIN,
+        ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
+        ann_in_background: bool = True,
     ) -> None:
         self._db = SqliteDb(path)
         self._snapshots = vector_snapshot.folder_for(path)
@@ -78,12 +90,15 @@ class SqliteSearchIndex:
         migrate_keywords(self._db)
         self._vectors: dict[ScopeKey, VectorScope] = {}
         self._cache_lock = threading.Lock()
+        ann_dir = path.parent / f"{path.name}.ann"  # HNSW indexes of large scopes, when enabled (ann_keeper.py)
+        self._ann = AnnKeeper(ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background)
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
 
     def close(self) -> None:
         self.save_vector_snapshots()
+        self._ann.save(self._vectors.items())  # the HNSW indexes changed since loaded or saved
         self._db.close()
 
     def save_vector_snapshots(self) -> int:
@@ -107,7 +122,7 @@ class SqliteSearchIndex:
             for o, d, s in self._db.conn.execute("SELECT org, database, store FROM vector_scopes")
         ]
         for key in keys:
-            self._scope(key)
+            self._ann.ensure(key, self._scope(key))
         return len(keys)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -134,8 +149,7 @@ class SqliteSearchIndex:
                 if cache is None:
                     continue
                 if cache.generation != gen:
-                    del self._vectors[key]  # missed a write somewhere: reload on next use
-                    continue
+                    continue  # missed a write somewhere: the next use reloads it (and catches its index up)
                 try:
                     cache.remove(delta.removed.get(key, ()))
                     cache.add(delta.added.get(key, ()))
@@ -391,6 +405,8 @@ class SqliteSearchIndex:
                 return cache
             loaded = self._load(key)
             if loaded is not None:
+                if cache is not None and cache.ann is not None and cache.dim == loaded.dim:
+                    loaded.install_ann(cache.ann)  # caught up by rowids: only what changed is re-added
                 self._vectors[key] = loaded
             return loaded
 
@@ -410,9 +426,11 @@ class SqliteSearchIndex:
     def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
         if limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
-        cache = self._scope((org, flt.database, flt.store))
+        key = (org, flt.database, flt.store)
+        cache = self._scope(key)
         if cache is None or cache.n == 0:
             return []
+        self._ann.ensure(key, cache)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
@@ -429,9 +447,8 @@ class SqliteSearchIndex:
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
         k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
-        rowids, scores = nearest(
-            view, query, mask, k, approx_min_rows=self._approx_min_rows, shortlist_min=self._shortlist_min
-        )
+        limits = {"approx_min_rows": self._approx_min_rows, "shortlist_min": self._shortlist_min}
+        rowids, scores = nearest(view, query, mask, k, ann_min_rows=self._ann.min_rows or 0, **limits)
         if rowids.size == 0:
             return []
         # The best `limit` rows first; the spares only when some of those were deleted since the snapshot.

@@ -10,15 +10,24 @@ latency corpus with SciFact queries, see tests/unit/test_vector_cache.py and doc
 
 The codes are derived state: built on the first large search, extended for appended rows,
 compacted with the matrix, and rebuilt around a fresh mean once the scope has doubled.
+
+When the owner enables it (off by default, see ANN_MIN_ROWS), scopes of `ANN_MIN_ROWS` rows or more
+also get an HNSW index (ann_index.py, built in the background): its candidates, filtered by the mask, are
+rescored exactly from the matrix, so the cost no longer grows with the scope (the shortlist rescores 5 %
+of it). When the candidates allowed by a narrow
+filter cannot fill k, the search falls back to the paths above.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+
+from ctxstore.adapters.local.ann_index import AnnIndex
 
 Vector = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.uint64]
@@ -28,6 +37,18 @@ Codes = npt.NDArray[np.uint64]
 APPROX_MIN_ROWS = 20_000
 SHORTLIST_MIN = 4_000
 _BLAS_MIN_ROWS = 50_000
+# Off unless the owner asks (SqliteSearchIndex(ann_min_rows=...)): on the 1M corpus grown from SciFact
+# vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add 128) reached only
+# recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998 (ann_choice.py).
+# When asked, the HNSW index answers for scopes this large: at 20k rows it took 0.55 ms a query against 7.1 ms for the
+# exact scan in the same run (recall@100 0.988; bench/retrieval/ann_choice.py, load ~9), for 614 B a row of
+# memory and ~13 s of building in the background; smaller scopes keep the scan. A filter keeps a share of
+# the rows: the index is asked for k / share x ANN_OVERFETCH candidates (k / share alone leaves fewer than
+# k allowed half the time; twice that gave recall@100 0.991 for one collection in ten at 100k), at most
+# ANN_MAX_FETCH; narrower filters use the paths above (one collection of 1,000 rows: a 0.1 ms scan).
+ANN_MIN_ROWS = 20_000
+ANN_OVERFETCH = 2.0
+ANN_MAX_FETCH = 4_096
 
 
 def _scores(mat: Vector, query: Vector) -> Vector:
@@ -75,6 +96,7 @@ class ScopeView:
     alive: npt.NDArray[np.bool_]  # a copy: the caller may narrow it
     codes: Codes | None
     center: Vector | None
+    ann: AnnIndex | None = None
 
 
 @dataclass
@@ -95,6 +117,7 @@ class VectorScope:
     codes: Codes | None = None  # (words, capacity), valid for rows [0, coded)
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
+    ann: AnnIndex | None = None  # kept current with every add and remove once installed
 
     @classmethod
     def empty(cls, generation: int, dim: int, capacity: int = 1024) -> VectorScope:
@@ -120,6 +143,8 @@ class VectorScope:
         self.alive[start:end] = True
         self.pos.update(zip(rowids.tolist(), range(start, end), strict=True))
         self.n = end
+        if self.ann is not None:
+            self.ann.add(rowids, rows)
 
     def _grow(self, need: int) -> None:
         cap = len(self.ids)
@@ -149,13 +174,19 @@ class VectorScope:
             self.alive[i] = True
             self.pos[rowid] = i
             self.n += 1
+        if self.ann is not None and rows:
+            self.ann.add(np.asarray([r[0] for r in rows], dtype=np.int64), np.stack([r[2] for r in rows]))
 
     def remove(self, rowids: Iterable[int]) -> None:
+        gone = []
         for rowid in rowids:
             i = self.pos.pop(rowid, None)
             if i is not None:
                 self.alive[i] = False
                 self.dead += 1
+                gone.append(rowid)
+        if self.ann is not None and gone:
+            self.ann.remove(np.asarray(gone, dtype=np.int64))
         if self.dead > max(1024, self.n // 4):
             self._compact()
 
@@ -173,6 +204,29 @@ class VectorScope:
         self.n = len(keep)
         self.dead = 0
         self.pos = {int(r): i for i, r in enumerate(self.ids)}
+
+    @property
+    def live(self) -> int:
+        return self.n - self.dead
+
+    def alive_rows(self) -> tuple[npt.NDArray[np.int64], Vector, npt.NDArray[np.int64]]:
+        """The alive rowids (ascending), the matrix and their rows in it; call under the owner's lock.
+
+        The matrix is never written in place below `n` (compaction makes a new one), so it can be read
+        without the lock: an index is built from it in blocks rather than from a copy (1.5 GB at 1M rows)."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        return self.ids[keep], self.mat, keep
+
+    def rows_of(self, rowids: npt.NDArray[np.int64]) -> Vector:
+        rows: Vector = self.mat[[self.pos[int(r)] for r in rowids]]
+        return rows
+
+    def install_ann(self, ann: AnnIndex) -> tuple[int, int]:
+        """Catch `ann` up with the rows alive now and keep it current from here; call under the owner's lock."""
+        keep = np.flatnonzero(self.alive[: self.n])
+        changed = ann.sync(self.ids[keep], self.rows_of)
+        self.ann = ann
+        return changed
 
     def _encode(self) -> None:
         """Bring the codes up to `n` rows; a new center (and full re-encode) when the scope has doubled."""
@@ -207,6 +261,7 @@ class VectorScope:
             alive=self.alive[:n].copy(),
             codes=self.codes[:, :n] if approximate and self.codes is not None else None,
             center=self.center if approximate else None,
+            ann=self.ann,
         )
 
 
@@ -218,12 +273,17 @@ def nearest(
     *,
     approx_min_rows: int = APPROX_MIN_ROWS,
     shortlist_min: int = SHORTLIST_MIN,
+    ann_min_rows: int = ANN_MIN_ROWS,
 ) -> tuple[npt.NDArray[np.int64], Vector]:
     """Row ids and exact scores of the (about) k best rows allowed by `mask`, best first."""
     candidates = np.flatnonzero(mask)
     n = len(mask)
     if candidates.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    if view.ann is not None and candidates.size >= ann_min_rows:
+        proposed = _ann_candidates(view, query, mask, candidates.size, k)
+        if proposed is not None:
+            return _rescored(view, query, proposed, k)
     short = shortlist_size(candidates.size, k, shortlist_min)
     if view.codes is not None and view.center is not None and candidates.size >= max(approx_min_rows, 2 * short):
         dist = hamming(view.codes, sign_codes(query.reshape(1, -1), view.center))
@@ -234,10 +294,38 @@ def nearest(
         counts = np.cumsum(np.bincount(dist, minlength=far + 1))
         cutoff = int(np.searchsorted(counts, short))
         candidates = np.flatnonzero(dist <= cutoff)
-    full = candidates.size == n
-    scores = _scores(view.mat if full else view.mat[candidates], query)
+    if candidates.size == n:
+        return _top(view.ids, _scores(view.mat, query), k)
+    return _rescored(view, query, candidates, k)
+
+
+def _top(ids: npt.NDArray[np.int64], scores: Vector, k: int) -> tuple[npt.NDArray[np.int64], Vector]:
     k = min(k, scores.size)
     top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
     top = top[np.argsort(-scores[top], kind="stable")]
-    rowids = (view.ids if full else view.ids[candidates])[top]
-    return rowids, scores[top]
+    return ids[top], scores[top]
+
+
+def _rescored(
+    view: ScopeView, query: Vector, rows: npt.NDArray[np.int64], k: int
+) -> tuple[npt.NDArray[np.int64], Vector]:
+    """The best k of `rows` (positions in the view) by their exact dot products."""
+    return _top(view.ids[rows], _scores(view.mat[rows], query), k)
+
+
+def _ann_candidates(
+    view: ScopeView, query: Vector, mask: npt.NDArray[np.bool_], allowed: int, k: int
+) -> npt.NDArray[np.int64] | None:
+    """Positions of the HNSW index's candidates that `mask` allows, or None when they cannot fill k."""
+    assert view.ann is not None
+    share = allowed / max(1, len(view.ann))
+    fetch = math.ceil(k / share * ANN_OVERFETCH) if share < 1.0 else k
+    if fetch > ANN_MAX_FETCH:
+        return None
+    rowids = view.ann.search(query, fetch)
+    # Rowids ascend along the rows (appended in rowid order, AUTOINCREMENT): a binary search finds each row.
+    # Rowids this view does not hold (added since) land on another row and are dropped by the check.
+    found = np.minimum(np.searchsorted(view.ids, rowids), len(view.ids) - 1)
+    found = found[view.ids[found] == rowids]
+    found = found[mask[found]]
+    return found if found.size >= min(k, allowed) else None

@@ -1,0 +1,76 @@
+"""Brings each large vector scope its HNSW index (ann_index.py): loaded or built off the query path, saved.
+
+The owner (SqliteSearchIndex) calls `ensure` when it uses a scope; with `min_rows` set (None: no index), a
+scope of that many live rows or more
+without an index gets one in a background thread, so queries keep answering by the scan or the shortlist
+meanwhile. The thread loads the scope's file (or builds from the rows when it is unusable), catches it up
+with the rows without the owner's lock, then installs it under the lock, which adds the writes made
+meanwhile (VectorScope.install_ann). Files live in `directory`, one per scope.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
+from ctxstore.adapters.local.vector_cache import VectorScope
+
+ScopeKey = tuple[str, str, str]  # org, database, store
+
+
+class AnnKeeper:
+    def __init__(self, directory: Path, lock: threading.Lock, *, min_rows: int | None, in_background: bool) -> None:
+        self.directory = directory
+        self.min_rows = min_rows
+        self._lock = lock  # the owner's cache lock: scopes change under it
+        self._in_background = in_background  # False: the query that needs the index builds it (tests)
+        self._builds: dict[ScopeKey, threading.Thread] = {}
+
+    def ensure(self, key: ScopeKey, cache: VectorScope | None) -> None:
+        """Start loading or building the scope's index when it is large enough and has none."""
+        if self.min_rows is None or cache is None or cache.ann is not None or cache.live < self.min_rows:
+            return
+        if not self._in_background:
+            self._build(key, cache)
+            return
+        with self._lock:
+            running = self._builds.get(key)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(target=self._build, args=(key, cache), name="ann-build", daemon=True)
+            self._builds[key] = thread
+        thread.start()
+
+    def _build(self, key: ScopeKey, cache: VectorScope) -> None:
+        path = scope_file(self.directory, key)
+        with self._lock:
+            ids, mat, at = cache.alive_rows()
+        ann = AnnIndex.load(path, cache.dim)
+        if ann is None:
+            ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
+        else:  # the bulk of a catch-up, without the lock
+            ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
+        with self._lock:
+            cache.install_ann(ann)  # the writes made meanwhile
+        if ann.dirty:
+            ann.save(path)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the builds under way; answers whether they all ended."""
+        with self._lock:
+            threads = list(self._builds.values())
+        for thread in threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in threads)
+
+    def save(self, scopes: Iterable[tuple[ScopeKey, VectorScope]]) -> int:
+        """Save the indexes changed since they were loaded or saved (a restart then catches up less)."""
+        with self._lock:
+            changed = [(key, c.ann) for key, c in scopes if c.ann is not None and c.ann.dirty]
+        for key, ann in changed:
+            ann.save(scope_file(self.directory, key))
+        return len(changed)

@@ -1,0 +1,247 @@
+"""The HNSW index of large vector scopes (adapters/local/ann_index.py) behind SqliteSearchIndex's vector lane.
+
+Real MiniLM vectors (SciFact titles and mixtures of them, SciFact claims as queries: the `real` fixture of
+test_vector_cache.py), with the size threshold lowered so a few thousand rows get an index.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ctxstore.adapters.local import vector_cache
+from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
+from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+from tests.unit.test_vector_cache import real  # noqa: F401  (a fixture)
+
+ORG, DB = "org1", "db1"
+KEY = (ORG, DB, "knowledge")
+Vectors = npt.NDArray[np.float32]
+
+
+def _open(path: Path) -> SqliteSearchIndex:
+    index = SqliteSearchIndex(path / "search.db", ann_min_rows=1000, ann_in_background=False)
+    index.ensure_database(ORG, DB)
+    return index
+
+
+def _docs(rows: Vectors, first: int = 0, collections: int = 2) -> list[ChunkDoc]:
+    return [
+        ChunkDoc(f"k{i}", f"i{i}", DB, f"c{i % collections}", "knowledge", f"text {i}", v)
+        for i, v in enumerate(rows, start=first)
+    ]
+
+
+def _fill(index: SqliteSearchIndex, docs: list[ChunkDoc]) -> None:
+    for start in range(0, len(docs), 1000):
+        index.upsert(ORG, docs[start : start + 1000])
+
+
+def _flt(*collections: str) -> SearchFilter:
+    return SearchFilter(database=DB, collections=list(collections), store="knowledge")
+
+
+@pytest.fixture
+def scored_rows(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """How many rows each exact scoring pass read: the index's candidates, or a scan of the scope."""
+    seen: list[int] = []
+    inner = vector_cache._scores
+
+    def spy(mat: Vectors, query: Vectors) -> Vectors:
+        seen.append(mat.shape[0])
+        return inner(mat, query)
+
+    monkeypatch.setattr(vector_cache, "_scores", spy)
+    yield seen
+
+
+def _ann_keys(index: SqliteSearchIndex) -> set[int]:
+    ann = index._vectors[KEY].ann
+    assert ann is not None
+    return set(ann.keys().tolist())
+
+
+def test_lane_recall_against_exact_with_exact_scores(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    scored_rows: list[int],
+) -> None:
+    rows, queries = real
+    index = _open(tmp_path)
+    try:
+        _fill(index, _docs(rows))
+        r10, r100 = [], []
+        for q in queries:
+            hits = index.vector_search(ORG, _flt(), q, limit=100)
+            got = np.asarray([int(h.chunk_id[1:]) for h in hits])
+            assert np.allclose([h.score for h in hits], rows[got] @ q, atol=1e-5)  # exact dot products
+            exact = np.argsort(-(rows @ q), kind="stable")
+            r10.append(len(set(got[:10].tolist()) & set(exact[:10].tolist())) / 10)
+            r100.append(len(set(got.tolist()) & set(exact[:100].tolist())) / 100)
+        assert float(np.mean(r10)) >= 0.99 and float(np.mean(r100)) >= 0.98, (np.mean(r10), np.mean(r100))
+        assert max(scored_rows) < len(rows) // 4  # only the index's candidates were scored, never the scope
+    finally:
+        index.close()
+
+
+def test_collection_filter_on_the_index_and_the_fallback_for_narrow_ones(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    scored_rows: list[int],
+) -> None:
+    rows, queries = real
+    index = _open(tmp_path)
+    try:
+        docs = _docs(rows[:3960], collections=2) + _docs(rows[3960:], first=3960, collections=1)  # c0 + 40 in c0
+        docs[-40:] = [ChunkDoc(d.chunk_id, d.item_id, DB, "tiny", d.store, d.text, d.vector) for d in docs[-40:]]
+        _fill(index, docs)
+        hits = index.vector_search(ORG, _flt("c1"), queries[0], limit=20)
+        assert len(hits) == 20 and {h.collection for h in hits} == {"c1"}
+        assert scored_rows[-1] < 1980  # the index's candidates of c1, not a scan of c1's rows
+        tiny = index.vector_search(ORG, _flt("tiny"), queries[0], limit=20)
+        assert len(tiny) == 20 and {h.collection for h in tiny} == {"tiny"}  # too narrow for the index: a scan
+        exact = 3960 + np.argsort(-(rows[3960:] @ queries[0]))[:20]
+        assert [int(h.chunk_id[1:]) for h in tiny] == exact.tolist()
+    finally:
+        index.close()
+
+
+def test_deleted_and_replaced_rows_never_return(real: tuple[Vectors, Vectors], tmp_path: Path) -> None:  # noqa: F811
+    rows, _ = real
+    index = _open(tmp_path)
+    try:
+        _fill(index, _docs(rows))
+        index.vector_search(ORG, _flt(), rows[0], limit=10)  # builds the index
+        for i in range(0, 200, 2):
+            assert index.delete_item(ORG, DB, f"c{i % 2}", "knowledge", f"i{i}") == 1
+        moved = _docs(rows[200:300][::-1], first=200)  # the same chunk ids with other vectors: new rows
+        index.upsert(ORG, moved)
+        for i in range(0, 300, 2):
+            hits = index.vector_search(ORG, _flt(), rows[i], limit=10)
+            if i < 200:  # deleted: its own vector finds it no more
+                assert f"k{i}" not in {h.chunk_id for h in hits}
+            else:  # replaced: its old vector finds its new row only by the new vector's own score
+                new = moved[i - 200].vector
+                assert new is not None
+                top = {h.chunk_id: h.score for h in hits}
+                if f"k{i}" in top:
+                    assert top[f"k{i}"] == pytest.approx(float(new @ rows[i]), abs=1e-5)
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+    finally:
+        index.close()
+
+
+def test_stale_missing_or_corrupt_index_file_is_caught_up_or_rebuilt(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows[:3000]))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()  # saves the index next to search.db
+    path = scope_file(tmp_path / "search.db.ann", KEY)
+    saved = AnnIndex.load(path, rows.shape[1])
+    assert saved is not None and len(saved) == 3000
+
+    # Writes the file never saw (another process without the index, or a crash before the save).
+    plain = SqliteSearchIndex(tmp_path / "search.db")
+    _fill(plain, _docs(rows[3000:], first=3000))
+    for i in range(100):
+        plain.delete_item(ORG, DB, f"c{i % 2}", "knowledge", f"i{i}")
+    plain.close()
+
+    def check(index: SqliteSearchIndex) -> None:
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+        for i in (0, 50, 3100, 3500):
+            top = index.vector_search(ORG, _flt(), rows[i], limit=5)[0].chunk_id
+            assert (top == f"k{i}") == (i >= 100), (i, top)
+
+    stale = _open(tmp_path)
+    try:
+        stale.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(stale)  # caught up: the new rows in, the deleted ones out
+    finally:
+        stale.close()
+
+    path.write_bytes(b"not an index" * 100)
+    broken = _open(tmp_path)
+    try:
+        broken.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(broken)  # rebuilt from the rows
+    finally:
+        broken.close()
+    rebuilt = AnnIndex.load(path, rows.shape[1])
+    assert rebuilt is not None and len(rebuilt) == len(rows) - 100  # and saved again
+
+    path.unlink()
+    missing = _open(tmp_path)
+    try:
+        missing.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(missing)
+    finally:
+        missing.close()
+
+
+def test_index_builds_in_the_background_while_the_lane_answers(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, queries = real
+    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        index.ensure_database(ORG, DB)
+        _fill(index, _docs(rows))
+        first = index.vector_search(ORG, _flt(), queries[0], limit=10)  # answered by the scan meanwhile
+        assert len(first) == 10
+        assert index._ann.wait(timeout=120)
+        _fill(index, _docs(rows[:50], first=len(rows)))  # writes after the build reach the index too
+        assert len(_ann_keys(index)) == len(rows) + 50
+    finally:
+        index.close()
+    assert scope_file(tmp_path / "search.db.ann", KEY).exists()
+
+
+def test_usearch_and_onnxruntime_load_in_one_process() -> None:
+    """usearch's extension loaded before onnxruntime made onnxruntime's import crash (SIGSEGV): ann_index.py
+    loads onnxruntime first, so a process that imports the lane and then embeds survives."""
+    code = (
+        "import ctxstore.adapters.local.ann_index\n"
+        "from ctxstore.adapters.local.local_embedder import LocalEmbedder\n"
+        "print(LocalEmbedder().embed_query('hello').shape)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "(384,)"
+
+
+def test_a_scope_reloaded_after_another_writer_keeps_its_index_caught_up(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, _ = real
+    index = _open(tmp_path)
+    other = SqliteSearchIndex(tmp_path / "search.db")  # another process's writes: this cache misses them
+    try:
+        _fill(index, _docs(rows[:3000]))
+        index.vector_search(ORG, _flt(), rows[0], limit=5)
+        ann = index._vectors[KEY].ann
+        _fill(other, _docs(rows[3000:], first=3000))
+        other.delete_item(ORG, DB, "c0", "knowledge", "i0")
+        index.upsert(ORG, _docs(rows[:1], first=9000))  # this writer's own write after the missed ones
+        assert index.vector_search(ORG, _flt(), rows[3500], limit=5)[0].chunk_id == "k3500"
+        assert index._vectors[KEY].ann is ann  # the same index, caught up by rowids rather than rebuilt
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+    finally:
+        other.close()
+        index.close()
