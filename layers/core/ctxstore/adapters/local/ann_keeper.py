@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
 from ctxstore.adapters.local.vector_cache import VectorScope
 
 ScopeKey = tuple[str, str, str]  # org, database, store
@@ -46,6 +45,8 @@ class AnnKeeper:
         thread.start()
 
     def _build(self, key: ScopeKey, cache: VectorScope) -> None:
+        from ctxstore.adapters.local.ann_index import AnnIndex, scope_file  # usearch: only where the index is on
+
         path = scope_file(self.directory, key)
         with self._lock:
             ids, mat, at = cache.alive_rows()
@@ -71,6 +72,9 @@ class AnnKeeper:
         """Save the indexes changed since they were loaded or saved (a restart then catches up less)."""
         with self._lock:
             changed = [(key, c.ann) for key, c in scopes if c.ann is not None and c.ann.dirty]
+        if changed:
+            from ctxstore.adapters.local.ann_index import scope_file
+
         for key, ann in changed:
             ann.save(scope_file(self.directory, key))
         return len(changed)

@@ -23,11 +23,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.adapters.local.ann_index import AnnIndex
+if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
+    from ctxstore.adapters.local.ann_index import AnnIndex
 
 Vector = npt.NDArray[np.float32]
 Codes = npt.NDArray[np.uint64]
