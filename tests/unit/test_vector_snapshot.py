@@ -73,8 +73,26 @@ def test_a_write_since_the_snapshot_is_seen(tmp_path: Path) -> None:
 
 def test_a_damaged_snapshot_falls_back_to_sqlite(tmp_path: Path) -> None:
     expected, queries = _written(tmp_path)
-    [path] = (tmp_path / "search.db.vectors").glob("*.npz")
+    [path] = (tmp_path / "search.db.vectors").glob("*.mat.npy")
     path.write_bytes(path.read_bytes()[:100])
     reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
     assert _answers(reader, queries) == expected
     reader.close()
+
+
+def test_a_scope_read_from_a_snapshot_takes_writes_and_saves_again(tmp_path: Path) -> None:
+    _, queries = _written(tmp_path)
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    reader.vector_search("org", ALL, queries[0], limit=5)  # the scope, memory-mapped from the snapshot
+    target = (queries[1] / np.linalg.norm(queries[1])).astype(np.float32)
+    reader.upsert("org", [ChunkDoc("new#0", "new", "db", "col2", "knowledge", "new", target)])
+    reader.delete_item("org", "db", "col0", "knowledge", "c3")
+    hits = reader.vector_search("org", ALL, queries[1], limit=600)
+    assert hits[0].chunk_id == "new#0" and "c3#0" not in {h.chunk_id for h in hits} and len(hits) == 599
+    reader.close()  # replaces the snapshot the scope was mapped from
+    assert len(list((tmp_path / "search.db.vectors").glob("*.mat.npy"))) == 1
+    again = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    assert [(h.chunk_id, h.score) for h in again.vector_search("org", ALL, queries[1], limit=600)] == [
+        (h.chunk_id, h.score) for h in hits
+    ]
+    again.close()

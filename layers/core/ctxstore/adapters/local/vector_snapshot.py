@@ -1,10 +1,11 @@
 """A scope's in-memory vectors, saved beside search.db at a clean close and read back at the next start.
 
-Reading a scope from SQLite costs a query and a copy per block: 2 s for 100k chunks alone, 6 s while the rest of
-`serve` starts beside it (bench/ops/restart.py), ~15 s at 1M. A snapshot holds the live rows as one array file and
-loads in a fraction of that. SQLite stays the truth: a snapshot is used only when it was taken at the scope's
-current generation (every write bumps it in the same transaction as the rows), so after a crash, a write made
-since, or a restored data dir the scope is read from SQLite as before. Files are written whole and renamed.
+Reading a scope from SQLite costs a query and a copy per block: 2 s for 100k chunks alone, 6 s while the rest
+of `serve` starts beside it (bench/ops/restart.py), ~15 s at 1M. A snapshot holds the live rows as array files;
+the matrix is memory-mapped when read back, so a start pays neither the read nor the copy. SQLite stays the
+truth: a snapshot is used only when it was taken at the scope's current generation (every write bumps it in the
+same transaction as the rows), so after a crash, a write made since, or a restored data dir the scope is read
+from SQLite as before. Files are written whole and renamed.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import contextlib
 import hashlib
 import logging
 import os
+import secrets
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -23,41 +27,58 @@ from ctxstore.adapters.local.vector_cache import VectorScope
 log = logging.getLogger("ctxstore.search.vectors")
 
 ScopeKey = tuple[str, str, str]
-FORMAT = 1
+FORMAT = 2
 
 
 def folder_for(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".vectors")
 
 
-def _path(folder: Path, key: ScopeKey) -> Path:
-    return folder / (hashlib.sha256("\0".join(key).encode()).hexdigest()[:40] + ".npz")
+def _stem(key: ScopeKey) -> str:
+    return hashlib.sha256("\0".join(key).encode()).hexdigest()[:40]
 
 
-def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
-    live = np.flatnonzero(scope.alive[: scope.n])
-    names = sorted(scope.coll_codes, key=lambda name: scope.coll_codes[name])
-    folder.mkdir(parents=True, exist_ok=True)
-    path = _path(folder, key)
-    tmp = path.with_suffix(".tmp")
+def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as fh:
-        np.savez(
-            fh,
-            header=np.array([FORMAT, scope.generation, scope.dim], dtype=np.int64),
-            key=np.array(list(key), dtype=str),
-            mat=scope.mat[live],
-            ids=scope.ids[live],
-            coll=scope.coll[live],
-            names=np.array(names, dtype=str),
-        )
+        write(fh)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
 
 
+def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
+    """The matrix as a plain .npy (memory-mapped when read back) named by a fresh token, then the small arrays
+    and the token in `<scope>.npz`, renamed last: a reader finds either the old pair or the new one."""
+    live = np.flatnonzero(scope.alive[: scope.n])
+    names = sorted(scope.coll_codes, key=lambda name: scope.coll_codes[name])
+    folder.mkdir(parents=True, exist_ok=True)
+    stem, token = _stem(key), secrets.token_hex(8)
+    _write(folder / f"{stem}-{token}.mat.npy", lambda fh: np.save(fh, scope.mat[live]))
+    _write(
+        folder / f"{stem}.npz",
+        lambda fh: np.savez(
+            fh,
+            header=np.array([FORMAT, scope.generation, scope.dim], dtype=np.int64),
+            key=np.array(list(key), dtype=str),
+            token=np.array(token),
+            ids=scope.ids[live],
+            coll=scope.coll[live],
+            names=np.array(names, dtype=str),
+        ),
+    )
+    for old in folder.glob(f"{stem}-*.mat.npy"):  # a running reader keeps its mapping of a removed file
+        if old.name != f"{stem}-{token}.mat.npy":
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
 def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
-    """The scope as saved at `generation`, or None (no snapshot, another generation, unreadable)."""
-    path = _path(folder, key)
+    """The scope as saved at `generation`, or None (no snapshot, another generation, unreadable).
+
+    The matrix stays memory-mapped, read-only and exactly as large as the rows: rows are never written in
+    place below `n` (vector_cache.py), and the first row added copies it into a matrix with room to grow."""
+    path = folder / f"{_stem(key)}.npz"
     if not path.exists():
         return None
     try:
@@ -65,18 +86,31 @@ def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
             fmt, gen, dim = (int(x) for x in snap["header"])
             if fmt != FORMAT or gen != generation or tuple(snap["key"].tolist()) != key:
                 return None
-            ids, coll, names = snap["ids"], snap["coll"], [str(n) for n in snap["names"]]
-            mat = snap["mat"]
+            token = str(snap["token"])
+            ids = np.ascontiguousarray(snap["ids"], dtype=np.int64)
+            coll = np.ascontiguousarray(snap["coll"], dtype=np.int32)
+            names = [str(n) for n in snap["names"]]
+        mat = np.asarray(np.load(folder / f"{_stem(key)}-{token}.mat.npy", mmap_mode="r"))
+        if mat.shape != (len(ids), dim) or mat.dtype != np.float32:
+            raise ValueError(f"matrix {mat.shape} {mat.dtype} does not match {len(ids)} rows of {dim}")
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        log.warning("vector snapshot %s unreadable (%s); reading the scope from search.db", path.name, exc)
+        log.warning("vector snapshot of %s/%s unreadable (%s); reading the scope from search.db", key[1], key[2], exc)
         return None
     count = len(ids)
-    scope = VectorScope.empty(gen, dim, capacity=max(1024, count + count // 4))
-    if count:
-        scope.add_block(ids, [names[c] for c in coll.tolist()], mat)
-    return scope
+    return VectorScope(
+        generation=gen,
+        dim=dim,
+        mat=mat,
+        ids=ids,
+        coll=coll,
+        alive=np.ones(count, dtype=np.bool_),
+        n=count,
+        pos=dict(zip(ids.tolist(), range(count), strict=True)),
+        coll_codes={name: code for code, name in enumerate(names)},
+    )
 
 
 def discard(folder: Path, key: ScopeKey) -> None:
-    with contextlib.suppress(OSError):
-        _path(folder, key).unlink()
+    for path in (*folder.glob(f"{_stem(key)}-*.mat.npy"), folder / f"{_stem(key)}.npz"):
+        with contextlib.suppress(OSError):
+            path.unlink()
