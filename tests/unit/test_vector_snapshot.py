@@ -96,3 +96,18 @@ def test_a_scope_read_from_a_snapshot_takes_writes_and_saves_again(tmp_path: Pat
         (h.chunk_id, h.score) for h in hits
     ]
     again.close()
+
+
+def test_the_shortlist_codes_come_back_with_the_scope(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    writer = ssi.SqliteSearchIndex(tmp_path / "search.db", approx_min_rows=100, shortlist_min=50)
+    writer.ensure_database("org", "db")
+    writer.upsert("org", _docs(rng, 0, 600))
+    queries = rng.normal(size=(10, 8)).astype(np.float32)
+    expected = _answers(writer, queries)  # approximate: the codes are made on the first search
+    writer.close()
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db", approx_min_rows=100, shortlist_min=50)
+    snapshot = vector_snapshot.load(tmp_path / "search.db.vectors", KEY, reader._generation(KEY))
+    assert snapshot is not None and snapshot.codes is not None and snapshot.coded == 600
+    assert _answers(reader, queries) == expected
+    reader.close()

@@ -18,9 +18,10 @@ import secrets
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ctxstore.adapters.local.vector_cache import VectorScope
 
@@ -55,22 +56,31 @@ def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     stem, token = _stem(key), secrets.token_hex(8)
     _write(folder / f"{stem}-{token}.mat.npy", lambda fh: np.save(fh, scope.mat[live]))
-    _write(
-        folder / f"{stem}.npz",
-        lambda fh: np.savez(
-            fh,
-            header=np.array([FORMAT, scope.generation, scope.dim], dtype=np.int64),
-            key=np.array(list(key), dtype=str),
-            token=np.array(token),
-            ids=scope.ids[live],
-            coll=scope.coll[live],
-            names=np.array(names, dtype=str),
-        ),
-    )
+    arrays: dict[str, Any] = {
+        "header": np.array([FORMAT, scope.generation, scope.dim], dtype=np.int64),
+        "key": np.array(list(key), dtype=str),
+        "token": np.array(token),
+        "ids": scope.ids[live],
+        "coll": scope.coll[live],
+        "names": np.array(names, dtype=str),
+        # The 1-bit codes of the shortlist (a pass over every row, seconds at 1M), when they cover every row.
+        **_codes(scope, live),
+    }
+    _write(folder / f"{stem}.npz", lambda fh: np.savez(fh, **arrays))
     for old in folder.glob(f"{stem}-*.mat.npy"):  # a running reader keeps its mapping of a removed file
         if old.name != f"{stem}-{token}.mat.npy":
             with contextlib.suppress(OSError):
                 old.unlink()
+
+
+def _codes(scope: VectorScope, live: npt.NDArray[np.intp]) -> dict[str, npt.NDArray[Any]]:
+    if scope.codes is None or scope.center is None or scope.coded < scope.n:
+        return {}
+    return {
+        "codes": np.ascontiguousarray(scope.codes[:, live]),
+        "center": scope.center,
+        "centered_at": np.array(scope.centered_at, dtype=np.int64),
+    }
 
 
 def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
@@ -90,6 +100,10 @@ def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
             ids = np.ascontiguousarray(snap["ids"], dtype=np.int64)
             coll = np.ascontiguousarray(snap["coll"], dtype=np.int32)
             names = [str(n) for n in snap["names"]]
+            coded = "codes" in snap.files
+            codes = np.ascontiguousarray(snap["codes"], dtype=np.uint64) if coded else None
+            center = np.ascontiguousarray(snap["center"], dtype=np.float32) if coded else None
+            centered_at = int(snap["centered_at"]) if coded else 0
         mat = np.asarray(np.load(folder / f"{_stem(key)}-{token}.mat.npy", mmap_mode="r"))
         if mat.shape != (len(ids), dim) or mat.dtype != np.float32:
             raise ValueError(f"matrix {mat.shape} {mat.dtype} does not match {len(ids)} rows of {dim}")
@@ -107,6 +121,10 @@ def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
         n=count,
         pos=dict(zip(ids.tolist(), range(count), strict=True)),
         coll_codes={name: code for code, name in enumerate(names)},
+        codes=codes,
+        coded=count if codes is not None else 0,
+        center=center,
+        centered_at=centered_at,
     )
 
 
