@@ -111,3 +111,17 @@ def test_the_shortlist_codes_come_back_with_the_scope(tmp_path: Path) -> None:
     assert snapshot is not None and snapshot.codes is not None and snapshot.coded == 600
     assert _answers(reader, queries) == expected
     reader.close()
+
+
+def test_an_unchanged_scope_is_not_saved_again(tmp_path: Path) -> None:
+    _, queries = _written(tmp_path)
+    [mat] = (tmp_path / "search.db.vectors").glob("*.mat.npy")
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    _answers(reader, queries)
+    reader.close()
+    assert list((tmp_path / "search.db.vectors").glob("*.mat.npy")) == [mat]  # the same file: nothing rewritten
+    writer = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    _answers(writer, queries)
+    writer.delete_item("org", "db", "col2", "knowledge", "c5")
+    writer.close()
+    assert list((tmp_path / "search.db.vectors").glob("*.mat.npy")) != [mat]  # a write since: saved anew

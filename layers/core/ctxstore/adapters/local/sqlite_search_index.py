@@ -106,7 +106,7 @@ class SqliteSearchIndex:
         saved = 0
         with self._write_lock, self._cache_lock:
             for key, cache in self._vectors.items():
-                if cache.generation != self._generation(key):
+                if cache.generation != self._generation(key) or vector_snapshot.is_saved(self._snapshots, key, cache):
                     continue
                 try:
                     vector_snapshot.save(self._snapshots, key, cache)
