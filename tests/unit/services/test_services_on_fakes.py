@@ -217,3 +217,23 @@ def test_connector_credentials_are_sealed_bound_and_written_compare_and_set() ->
     records.put("o1", Put(rk.CONNECTOR_CREDENTIALS, "", "c2", dict(stored.data)))
     with pytest.raises(VaultError):
         creds.load("o1", "c2")
+
+
+def test_a_delete_racing_the_provisioning_job_still_deletes(world: World) -> None:
+    who = world.principal()
+    databases = world.services.databases
+    databases.create(who, DB, None, "metadata_schema")
+    [job] = world.queue.claim(PROVISION_QUEUE, lease_s=60)
+    records = world.services.container.records
+    original = records.transact
+
+    def racing(org: str, ops: Any) -> None:  # the job flips the record between the delete's read and its mark
+        records.transact = original  # type: ignore[method-assign]
+        databases.provision(job.org, DB)
+        original(org, ops)
+
+    records.transact = racing  # type: ignore[method-assign]
+    assert databases.delete(who, DB)["status"] == "completed"
+    with pytest.raises(ApiError) as err:
+        databases.status(who, DB)
+    assert err.value.code == ErrorCode.DATABASE_NOT_FOUND

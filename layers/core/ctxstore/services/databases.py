@@ -248,14 +248,19 @@ class DatabaseService:
         }
 
     def delete(self, principal: Principal, database: str) -> dict[str, Any]:
-        rec = self.require(principal, database)
-        # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up.
-        self._records.transact(
-            principal.org,
-            [
-                Put(rk.DATABASE, "", database, dict(rec.data, status=DELETING), if_version=rec.version),
-            ],
-        )
+        # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up. The
+        # provisioning job may flip the record between the read and the mark: read it again (a few times).
+        for attempt in range(5):
+            rec = self.require(principal, database)
+            try:
+                self._records.transact(
+                    principal.org,
+                    [Put(rk.DATABASE, "", database, dict(rec.data, status=DELETING), if_version=rec.version)],
+                )
+                break
+            except ConditionFailed:
+                if attempt == 4:
+                    raise
         self._records.put(
             rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "delete"})
         )
