@@ -6,7 +6,7 @@ engine answers it, so neither `kill -9` nor a machine crash loses an acknowledge
 write) plus RDB snapshots, which also serve as the base of rewritten AOF files. The AOF is
 rewritten whenever its increment passes a few MB and at a clean stop, so a restart loads an
 RDB base and replays little; after each load the range indexes are checked and repaired
-(falkordb_upkeep.py says why). The module is loaded with `EFFECTS_THRESHOLD 0`: graph writes
+(falkordb_index_repair.py says why). The module is loaded with `EFFECTS_THRESHOLD 0`: graph writes
 are replicated to the AOF as effects rather than as queries; with the default
 threshold replaying a large AOF on start-up timed out and lost the graph (see
 FINDINGS). A supervisor thread restarts the process if it dies.
@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ctxstore.adapters.local.falkordb_upkeep import AofCompactor, repair_indexes
+from ctxstore.adapters.local.falkordb_aof_compaction import AofCompactor
+from ctxstore.adapters.local.falkordb_index_repair import repair_indexes
 
 log = logging.getLogger("ctxstore.graph.engine")
 
