@@ -5,7 +5,7 @@ UV := python3 -m uv
 PYTEST_WORKERS ?= 2
 export UV_PYTHON := $(PYTHON_VERSION)
 
-.PHONY: setup serve test lint typecheck importlint unit bench clean
+.PHONY: setup serve test lint typecheck importlint unit bench clean uvx-cache
 
 setup:
 	@python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -28,7 +28,14 @@ typecheck: setup
 importlint: setup
 	$(UV) run lint-imports
 
-test: setup
+# `uvx --from "ctxstore[client] @ file://<wheel>" ctxstore mcp` (README) resolves the client side against the
+# package index; tests/ops/test_wheel_install.py runs it offline, so the cache is filled here, where set-up may
+# download (offline first: nothing to fetch when the cache already holds it).
+uvx-cache: setup
+	$(UV) tool run --offline --isolated --from "ctxstore[client] @ file://$(CURDIR)" ctxstore --help >/dev/null 2>&1 \
+	  || $(UV) tool run --isolated --from "ctxstore[client] @ file://$(CURDIR)" ctxstore --help >/dev/null
+
+test: setup uvx-cache
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy

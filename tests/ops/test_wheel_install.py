@@ -2,19 +2,24 @@
 
 `uv build` makes a wheel and an sdist; the wheel goes into a fresh venv (no network: the locked dependency set
 comes from uv's cache, exported from uv.lock, then the wheel itself), and that venv's `ctxstore` answers `--help`,
-serves /health and the console's vendored scripts, and starts the stdio MCP server.
+serves /health and the console's vendored scripts, and starts the stdio MCP server. Then `uvx` runs the MCP server
+from the wheel the way a desktop agent's configuration does (README), offline: `make test` warms uv's cache with the
+client side's dependencies first (the Makefile's `uvx-cache`), since resolving them needs the package index.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
 import zipfile
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
+from mcp import Client, StdioServerParameters
 
 from tests.support.server import ServerProcess
 
@@ -96,3 +101,52 @@ def test_installed_wheel_runs_help_serve_and_mcp(installed: Path, tmp_path: Path
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert '"serverInfo"' in mcp.stdout, mcp.stderr
+
+
+def test_uvx_runs_the_mcp_server_from_the_wheel_as_an_agent_configures_it(dist: Path, tmp_path: Path) -> None:
+    """`uvx --from "ctxstore[client] @ file://<wheel>" ctxstore mcp` (README, docs/operations.md), in a tool dir of
+    its own: uv builds a fresh environment from the wheel, and the MCP server in it reaches a real server."""
+    [wheel] = dist.glob("ctxstore-*-py3-none-any.whl")
+    uvx = [*UV, "tool", "run", "--offline", "--isolated", "--from", f"ctxstore[client] @ {wheel.as_uri()}"]
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", str(tmp_path)),  # uv's cache lives under it (warmed by `make test`)
+        "UV_TOOL_DIR": str(tmp_path / "tools"),
+        "UV_PYTHON": "3.11",
+        **({"UV_CACHE_DIR": os.environ["UV_CACHE_DIR"]} if "UV_CACHE_DIR" in os.environ else {}),
+    }
+    with ServerProcess(tmp_path / "data") as srv:
+        srv.wait_ready(timeout=180)
+        [key] = srv.printed_keys
+        params = StdioServerParameters(
+            command=uvx[0],
+            args=[*uvx[1:], "ctxstore", "mcp"],
+            env=env | {"CTXSTORE_URL": srv.base_url, "CTXSTORE_API_KEY": key, "CTXSTORE_DATABASE": "uvx-db"},
+            cwd=str(tmp_path),
+        )
+
+        async def session() -> None:
+            with anyio.fail_after(240):
+                async with Client(params) as c:
+                    names = {t.name for t in (await c.list_tools()).tools}
+                    assert {"ctxstore_query", "ctxstore_create_database"} <= names
+                    created = await c.call_tool("ctxstore_create_database", {})
+                    text = "\n".join(getattr(b, "text", "") for b in created.content)
+                    assert not created.is_error and text.startswith('Database "uvx-db" created'), text
+
+        try:
+            anyio.run(session)
+        except Exception as exc:  # uv's own message (an uncached package, offline) is on the MCP server's stderr
+            raise AssertionError(f"{exc!r}: is uv's cache warm? `make test` runs `make uvx-cache` first") from exc
+        listed = httpx.get(srv.base_url + "/databases", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert "uvx-db" in listed.text
+    # The environment uv built is the wheel's, not this checkout's.
+    where = subprocess.run(
+        [*uvx, "python", "-c", "import ctxstore; print(ctxstore.__file__)"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert where.returncode == 0 and str(ROOT) not in where.stdout and "site-packages" in where.stdout, where
