@@ -193,6 +193,9 @@ class Settings(BaseSettings):
     # CTXSTORE_GRAPH_AOF_REWRITE_MB: the graph engine rewrites its append-only file past this many MB of writes
     # (a restart replays them at ~0.6 MB/s; 0 leaves it to Redis's own 64 MB rule)
     graph_aof_rewrite_mb: float = 4.0
+    # CTXSTORE_VECTOR_SNAPSHOT_S: how often the search index looks for large scopes whose vectors changed enough
+    # since their last snapshot and saves them, so a start after a crash reads little from SQLite (0: only at stop)
+    vector_snapshot_s: float = Field(default=60.0, ge=0)
     log_format: Literal["text", "json"] = "text"  # CTXSTORE_LOG_FORMAT / `serve --log-format`: json = JSON lines
     # CTXSTORE_METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <it>`; else loopback clients only
     metrics_token: str = ""

@@ -55,7 +55,7 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 
     c.workflow = QueueWorkflowStarter(c.queue)
-    index = SqliteSearchIndex(settings.data_dir / "search.db")
+    index = SqliteSearchIndex(settings.data_dir / "search.db", snapshot_every_s=settings.vector_snapshot_s)
     c.search_index = index
     c.embedder = CachedEmbedder(
         LocalEmbedder(

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
-from ctxstore.adapters.local import vector_snapshot
+from ctxstore.adapters.local import vector_loading, vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
@@ -54,11 +54,11 @@ from ctxstore.adapters.local.vector_cache import (
     VectorScope,
     nearest,
 )
+from ctxstore.adapters.local.vector_snapshot_keeper import SnapshotKeeper
 from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, Store
 
 log = logging.getLogger("ctxstore.search")
 
-_LOAD_BLOCK = 8192  # rows per fetch when a scope's vectors load into memory
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 
 ScopeKey = tuple[str, str, str]  # org, database, store
@@ -80,6 +80,7 @@ class SqliteSearchIndex:
         shortlist_min: int = SHORTLIST_MIN,
         ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
         ann_in_background: bool = True,
+        snapshot_every_s: float = 0,  # > 0: save large changed scopes' vector snapshots this often (serve)
     ) -> None:
         self._db = SqliteDb(path)
         self._snapshots = vector_snapshot.folder_for(path)
@@ -95,25 +96,24 @@ class SqliteSearchIndex:
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
+        self._snapshot_keeper = SnapshotKeeper(self._snapshots, self._cache_lock)
+        if snapshot_every_s > 0:
+            self._snapshot_keeper.start(snapshot_every_s, lambda: list(self._vectors.items()))
 
     def close(self) -> None:
+        self._snapshot_keeper.stop()
         self.save_vector_snapshots()
         self._ann.save(self._vectors.items())  # the HNSW indexes changed since loaded or saved
         self._db.close()
 
     def save_vector_snapshots(self) -> int:
-        """Save every cached scope that is current (a clean close: the next start reads it back in one go)."""
-        saved = 0
+        """Save every cached scope not saved as it is (a clean close: the next start reads it back in one go)."""
         with self._write_lock, self._cache_lock:
-            for key, cache in self._vectors.items():
-                if cache.generation != self._generation(key) or vector_snapshot.is_saved(self._snapshots, key, cache):
-                    continue
-                try:
-                    vector_snapshot.save(self._snapshots, key, cache)
-                    saved += 1
-                except OSError as exc:  # a full disk: the next start reads SQLite instead
-                    log.warning("vector snapshot of %s/%s not saved: %s", key[1], key[2], exc)
-        return saved
+            return self._snapshot_keeper.save_current(list(self._vectors.items()))
+
+    def save_due_snapshots(self) -> int:
+        """Save the large scopes that changed enough since their last snapshot (vector_snapshot_keeper.py)."""
+        return self._snapshot_keeper.save_due(lambda: list(self._vectors.items()))
 
     def warm_vectors(self) -> int:
         """Read every scope's vectors into memory now rather than on its first query; answers the scopes read."""
@@ -155,8 +155,10 @@ class SqliteSearchIndex:
                     cache.add(delta.added.get(key, ()))
                 except ValueError:
                     del self._vectors[key]
+                    self._snapshot_keeper.forget(key)
                     continue
                 cache.generation = gen + 1
+                self._snapshot_keeper.changed(key, len(delta.removed.get(key, ())) + len(delta.added.get(key, ())))
 
     def _delete_rows(self, conn: Connection, where: str, params: Sequence[Any], delta: _Delta) -> int:
         rows = conn.execute(
@@ -353,44 +355,13 @@ class SqliteSearchIndex:
         return hits
 
     def _generation(self, key: ScopeKey) -> int:
-        row = self._db.conn.execute(
-            "SELECT generation FROM vector_scopes WHERE org=? AND database=? AND store=?", key
-        ).fetchone()
-        return int(row[0]) if row else 0
+        return vector_loading.generation(self._db.conn, key)
 
-    def _load(self, key: ScopeKey) -> VectorScope | None:
-        """The scope's vectors, read in blocks straight into the cache's matrix.
-
-        Fetching every row at once held each vector three times over (the row's bytes, a per-row array, the
-        matrix) and cost a Python step per row: 1M chunks took 103 s and peaked at 6.9 GB (docs/benchmarks.md)."""
-        snapshot = vector_snapshot.load(self._snapshots, key, self._generation(key))
-        if snapshot is not None:
-            return snapshot
-        conn = self._db.conn
-        conn.execute("BEGIN")  # one read snapshot for the generation and the rows
-        try:
-            gen = self._generation(key)
-            (count,) = conn.execute(
-                "SELECT count(*) FROM chunks WHERE org=? AND database=? AND store=? AND vector IS NOT NULL", key
-            ).fetchone()
-            cur = conn.execute(
-                "SELECT id, collection, dim, vector FROM chunks"
-                " WHERE org=? AND database=? AND store=? AND vector IS NOT NULL ORDER BY id",
-                key,
-            )
-            cache: VectorScope | None = None
-            while block := cur.fetchmany(_LOAD_BLOCK):
-                dim = int(block[0][2]) if cache is None else cache.dim
-                if any(int(r[2]) != dim for r in block):
-                    raise ValueError(f"scope {key[1]}/{key[2]} holds vectors of different dimensions")
-                if cache is None:
-                    cache = VectorScope.empty(gen, dim, capacity=max(1024, count + count // 4))
-                rows = np.frombuffer(b"".join(r[3] for r in block), dtype="<f4").reshape(len(block), dim)
-                ids = np.fromiter((r[0] for r in block), dtype=np.int64, count=len(block))
-                cache.add_block(ids, [str(r[1]) for r in block], rows)
-        finally:
-            conn.execute("COMMIT")
-        return cache if cache is not None else VectorScope.empty(gen, 0, capacity=0)
+    def _load(self, key: ScopeKey) -> VectorScope:
+        """From the scope's snapshot, caught up with SQLite when older, or from SQLite (vector_loading.py)."""
+        loaded = vector_loading.load_scope(self._db.conn, self._snapshots, key)
+        self._snapshot_keeper.loaded(key, loaded.from_sqlite)
+        return loaded.scope
 
     def _scope(self, key: ScopeKey) -> VectorScope | None:
         gen = self._generation(key)

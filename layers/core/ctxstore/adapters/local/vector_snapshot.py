@@ -1,11 +1,12 @@
-"""A scope's in-memory vectors, saved beside search.db at a clean close and read back at the next start.
+"""A scope's in-memory vectors, saved beside search.db and read back at the next start.
 
 Reading a scope from SQLite costs a query and a copy per block: 2 s for 100k chunks alone, 6 s while the rest
-of `serve` starts beside it (bench/ops/restart.py), ~15 s at 1M. A snapshot holds the live rows as array files;
-the matrix is memory-mapped when read back, so a start pays neither the read nor the copy. SQLite stays the
-truth: a snapshot is used only when it was taken at the scope's current generation (every write bumps it in the
-same transaction as the rows), so after a crash, a write made since, or a restored data dir the scope is read
-from SQLite as before. Files are written whole and renamed.
+of `serve` starts beside it (bench/ops/restart.py), ~25 s at 1M. A snapshot holds the live rows as array files;
+the matrix is memory-mapped when read back, so a start pays neither the read nor the copy. Snapshots are saved
+at a clean close and, while `serve` runs, whenever a large scope has changed enough since its last one
+(SqliteSearchIndex.save_due_snapshots), so a start after `kill -9` finds a recent one. SQLite stays the truth:
+a snapshot taken at the scope's current generation (every write bumps it in the same transaction as the rows)
+is used as it is; an older one is caught up from SQLite (vector_loading.py). Files are written whole and renamed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import secrets
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,24 +50,56 @@ def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     os.replace(tmp, path)
 
 
-def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
-    """The matrix as a plain .npy (memory-mapped when read back) named by a fresh token, then the small arrays
-    and the token in `<scope>.npz`, renamed last: a reader finds either the old pair or the new one."""
+@dataclass(frozen=True)
+class Capture:
+    """What a save writes, taken under the cache's lock in microseconds and written outside it: the matrix and
+    codes are referenced, not copied (rows below `n` are never written in place, vector_cache.py), and the
+    live rows are fixed now."""
+
+    generation: int
+    dim: int
+    mat: npt.NDArray[np.float32]
+    ids: npt.NDArray[np.int64]
+    coll: npt.NDArray[np.int32]
+    live: npt.NDArray[np.intp]
+    names: list[str]
+    codes: dict[str, npt.NDArray[Any]]
+
+
+def capture(scope: VectorScope) -> Capture:
     live = np.flatnonzero(scope.alive[: scope.n])
     names = sorted(scope.coll_codes, key=lambda name: scope.coll_codes[name])
+    codes: dict[str, npt.NDArray[Any]] = {}
+    if scope.codes is not None and scope.center is not None and scope.coded >= scope.n:
+        codes = {"codes": scope.codes, "center": scope.center, "centered_at": np.array(scope.centered_at)}
+    return Capture(scope.generation, scope.dim, scope.mat, scope.ids, scope.coll, live, names, codes)
+
+
+def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
+    write(folder, key, capture(scope))
+
+
+def write(folder: Path, key: ScopeKey, cap: Capture) -> None:
+    """The matrix as a plain .npy (memory-mapped when read back) named by a fresh token, then the small arrays
+    and the token in `<scope>.npz`, renamed last: a reader finds either the old pair or the new one."""
+    live = cap.live
     folder.mkdir(parents=True, exist_ok=True)
     stem, token = _stem(key), secrets.token_hex(8)
-    _write(folder / f"{stem}-{token}.mat.npy", lambda fh: np.save(fh, scope.mat[live]))
+    _write(folder / f"{stem}-{token}.mat.npy", lambda fh: np.save(fh, cap.mat[live]))
     arrays: dict[str, Any] = {
-        "header": np.array([FORMAT, scope.generation, scope.dim], dtype=np.int64),
+        "header": np.array([FORMAT, cap.generation, cap.dim], dtype=np.int64),
         "key": np.array(list(key), dtype=str),
         "token": np.array(token),
-        "ids": scope.ids[live],
-        "coll": scope.coll[live],
-        "names": np.array(names, dtype=str),
-        # The 1-bit codes of the shortlist (a pass over every row, seconds at 1M), when they cover every row.
-        **_codes(scope, live),
+        "ids": cap.ids[live],
+        "coll": cap.coll[live],
+        "names": np.array(cap.names, dtype=str),
     }
+    if cap.codes:  # the shortlist's 1-bit codes (a pass over every row, seconds at 1M), when they cover every row
+        arrays |= {
+            "codes": np.ascontiguousarray(cap.codes["codes"][:, live]),
+            "center": cap.codes["center"],
+            "centered_at": np.asarray(cap.codes["centered_at"], dtype=np.int64),
+        }
     _write(folder / f"{stem}.npz", lambda fh: np.savez(fh, **arrays))
     for old in folder.glob(f"{stem}-*.mat.npy"):  # a running reader keeps its mapping of a removed file
         if old.name != f"{stem}-{token}.mat.npy":
@@ -73,18 +107,8 @@ def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
                 old.unlink()
 
 
-def _codes(scope: VectorScope, live: npt.NDArray[np.intp]) -> dict[str, npt.NDArray[Any]]:
-    if scope.codes is None or scope.center is None or scope.coded < scope.n:
-        return {}
-    return {
-        "codes": np.ascontiguousarray(scope.codes[:, live]),
-        "center": scope.center,
-        "centered_at": np.array(scope.centered_at, dtype=np.int64),
-    }
-
-
-def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
-    """The scope as saved at `generation`, or None (no snapshot, another generation, unreadable).
+def load(folder: Path, key: ScopeKey, generation: int | None = None) -> VectorScope | None:
+    """The scope as saved (only at `generation` when one is given), or None (no snapshot, unreadable).
 
     The matrix stays memory-mapped, read-only and exactly as large as the rows: rows are never written in
     place below `n` (vector_cache.py), and the first row added copies it into a matrix with room to grow."""
@@ -94,7 +118,7 @@ def load(folder: Path, key: ScopeKey, generation: int) -> VectorScope | None:
     try:
         with np.load(path, allow_pickle=False) as snap:
             fmt, gen, dim = (int(x) for x in snap["header"])
-            if fmt != FORMAT or gen != generation or tuple(snap["key"].tolist()) != key:
+            if fmt != FORMAT or (generation is not None and gen != generation) or tuple(snap["key"].tolist()) != key:
                 return None
             token = str(snap["token"])
             ids = np.ascontiguousarray(snap["ids"], dtype=np.int64)
@@ -137,7 +161,7 @@ def is_saved(folder: Path, key: ScopeKey, scope: VectorScope) -> bool:
             has_codes = "codes" in snap.files
     except (OSError, ValueError, KeyError, zipfile.BadZipFile):
         return False
-    return fmt == FORMAT and gen == scope.generation and (has_codes or not _codes(scope, np.arange(0)))
+    return fmt == FORMAT and gen == scope.generation and (has_codes or not capture(scope).codes)
 
 
 def discard(folder: Path, key: ScopeKey) -> None:
