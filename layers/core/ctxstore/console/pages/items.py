@@ -64,7 +64,7 @@ def _listing(caller: web.Caller, db: str, q: dict[str, str]) -> dict[str, Any]:
     opening = (
         caller.services.catalog.opening_words(caller.principal, db, collection, q["type"], untitled) if untitled else {}
     )
-    return {"sources": data["sources"], "pagination": data["pagination"], "live": live, "opening": opening}
+    return {"rows": data["sources"], "pagination": data["pagination"], "live": live, "opening": opening}
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -319,7 +319,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
     listed = svc.catalog.list_items(
         p, db, collection, store, page=1, page_size=1, ids=[item_id], filters={}, include_fields=None
     )["sources"]
-    source = listed[0] if listed else {}
+    row = listed[0] if listed else {}
     label = svc.catalog.opening_words(p, db, collection, store, [item_id]).get(item_id, "")
     return web.render(
         request,
@@ -333,7 +333,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         store=store,
         inspected=inspected,
         chunks=chunks,
-        source=source,
+        row=row,
         label=inspected.get("title") or label or item_id,
         saved=qp.get("saved") == "1",
         **values,
