@@ -152,8 +152,8 @@ class ItemCatalog:
                     continue
                 if not all(_matches((d["additional_metadata"] or {}).get(k), v) for k, v in amd_f.items()):
                     continue
-                view = item_row(ItemRef(database, collection, store, r.sk), d)
-                if not all(_matches(view.get(k), v) for k, v in row_f.items()):
+                row = item_row(ItemRef(database, collection, store, r.sk), d)
+                if not all(_matches(row.get(k), v) for k, v in row_f.items()):
                     continue
                 matched.append((ItemRef(database, collection, store, r.sk), d))
             if chunk.next_after is None:
