@@ -71,7 +71,8 @@ def text_counts(root: Path) -> dict[str, int]:
 
 
 def container_use(root: Path) -> dict[str, Any]:
-    """Container reads in services/ and pipeline/; which service classes (`*Service`, `IngestPipeline`) take it."""
+    """Container reads in services/ and pipeline/; which service classes (`*Service`, `ItemCatalog`,
+    `IngestPipeline`) take it."""
     pkg = _package(root)
     reads = 0
     taking: list[str] = []
@@ -82,7 +83,7 @@ def container_use(root: Path) -> dict[str, Any]:
         text = p.read_text(encoding="utf-8")
         reads += len(CONTAINER_READ.findall(text))
         for node in ast.walk(ast.parse(text)):
-            if not (isinstance(node, ast.ClassDef) and node.name.endswith(("Service", "Pipeline"))):
+            if not (isinstance(node, ast.ClassDef) and node.name.endswith(("Service", "Catalog", "Pipeline"))):
                 continue
             init = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
             if init is None:

@@ -156,7 +156,7 @@ def test_metadata_merges_never_lose_keys_on_chunks(app: LocalApp) -> None:
     principal = app.services.keys.authenticate(app.key)
 
     def patch(key: str) -> None:
-        app.services.sources.update_metadata(principal, DB, "", "x", None, {key: "v"})
+        app.services.catalog.update_metadata(principal, DB, "", "x", None, {key: "v"})
 
     a = threading.Thread(target=patch, args=("a",), daemon=True)
     a.start()

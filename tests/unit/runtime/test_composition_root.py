@@ -52,16 +52,16 @@ def test_unknown_ports_and_missing_required_ports_fail_loudly() -> None:
 def test_graph_purgers_are_wired_before_the_graph_is_built() -> None:
     graph = _Counting(object())
     svc = Services(Container(records=object(), clock=object(), factories={"graph": graph}))
-    _ = svc.sources, svc.databases  # in either order
+    _ = svc.catalog, svc.databases  # in either order
     assert graph.calls == 0
     assert svc.graphs is not None and graph.calls == 0  # the graph service reads its port per call
     assert svc.databases._purgers == [svc._purge_scope_graphs]
-    assert svc.sources._purgers == [svc._purge_item_graphs]
+    assert svc.catalog._purgers == [svc._purge_item_graphs]
 
 
 def test_without_a_graph_nothing_is_wired() -> None:
     svc = Services(Container(records=object(), clock=object()))
-    assert svc.graphs is None and svc.databases._purgers == [] and svc.sources._purgers == []
+    assert svc.graphs is None and svc.databases._purgers == [] and svc.catalog._purgers == []
 
 
 # Ports only some paths of a service use reach it as providers (read per call), not as built adapters.

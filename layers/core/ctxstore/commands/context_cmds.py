@@ -140,11 +140,11 @@ def _show_query(out: Output, result: QueryResult) -> None:
         out.table("graph context", ["source", "relation", "target", "context"], graph_rows)
 
 
-def _show_listing(out: Output, listed: SourcePage, sources: list[ListedSource], store: str, all_pages: bool) -> None:
+def _show_listing(out: Output, listed: SourcePage, items: list[ListedSource], store: str, all_pages: bool) -> None:
     if out.json:
-        out.data({"total": listed.total, "sources": [s.raw() for s in sources], "pagination": listed.pagination})
+        out.data({"total": listed.total, "sources": [s.raw() for s in items], "pagination": listed.pagination})
         return
-    rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, _when(s.updated_at)) for s in sources]
+    rows = [(s.id, s.title, s.type, s.indexing_status, s.chunk_count, _when(s.updated_at)) for s in items]
     pages = listed.pagination
     title = f"{listed.total} {store} items" + (
         "" if all_pages else f", page {pages.get('page')} of {pages.get('total_pages')}"
@@ -252,12 +252,12 @@ def register(app: typer.Typer) -> None:
         """Stored sources or memories, newest first."""
         with connect(ctx, output, database, collection) as (client, out, _):
             listed = client.list_sources(type=type.value, page=page, page_size=page_size)
-            sources = list(listed.sources)
+            items = list(listed.sources)
             while all_pages and listed.has_next:
                 page += 1
                 listed = client.list_sources(type=type.value, page=page, page_size=page_size)
-                sources.extend(listed.sources)
-            _show_listing(out, listed, sources, type.value, all_pages)
+                items.extend(listed.sources)
+            _show_listing(out, listed, items, type.value, all_pages)
 
     @app.command()
     def inspect(

@@ -1,4 +1,4 @@
-"""Caller-supplied graphs (`graph_payload`): shape and limits, per source."""
+"""Caller-supplied graphs (`graph_payload`): shape and limits, per item."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class PayloadRelation:
 
 
 @dataclass
-class SourceGraph:
+class ItemGraphPayload:
     entities: dict[str, PayloadEntity] = field(default_factory=dict)
     relations: list[PayloadRelation] = field(default_factory=list)
 
@@ -64,7 +64,7 @@ def _str(value: object, where: str, *, required: bool = True) -> str:
     return value
 
 
-def parse_source_graph(raw: object, where: str) -> SourceGraph:
+def parse_item_graph(raw: object, where: str) -> ItemGraphPayload:
     if not isinstance(raw, dict):
         raise _bad(f"{where} must be an object with 'entities' and 'relations'")
     unknown = sorted(set(raw) - {"entities", "relations"})
@@ -73,7 +73,7 @@ def parse_source_graph(raw: object, where: str) -> SourceGraph:
     ents_raw = raw.get("entities") or {}
     if not isinstance(ents_raw, dict):
         raise _bad(f"{where}.entities must be an object keyed by local entity key")
-    g = SourceGraph()
+    g = ItemGraphPayload()
     for key, e in ents_raw.items():
         w = f"{where}.entities.{key}"
         if not isinstance(e, dict):
@@ -110,15 +110,15 @@ def parse_source_graph(raw: object, where: str) -> SourceGraph:
     return g
 
 
-def parse_graph_payload(raw: dict[str, Any]) -> dict[str, SourceGraph]:
-    graphs = {str(k): parse_source_graph(v, f"graph_payload.{k}") for k, v in raw.items()}
+def parse_graph_payload(raw: dict[str, Any]) -> dict[str, ItemGraphPayload]:
+    graphs = {str(k): parse_item_graph(v, f"graph_payload.{k}") for k, v in raw.items()}
     n_ent = sum(len(g.entities) for g in graphs.values())
     n_rel = sum(len(g.relations) for g in graphs.values())
     if n_ent > MAX_ENTITIES:
         raise _bad(f"graph_payload has {n_ent} entities; the limit is {MAX_ENTITIES}")
     if n_rel > MAX_RELATIONS:
         raise _bad(f"graph_payload has {n_rel} relations; the limit is {MAX_RELATIONS}")
-    for source_id, g in graphs.items():
+    for item_id, g in graphs.items():
         per: dict[str, int] = {}
         for r in g.relations:
             per[r.source] = per.get(r.source, 0) + 1
@@ -127,7 +127,7 @@ def parse_graph_payload(raw: dict[str, Any]) -> dict[str, SourceGraph]:
         worst = max(per.items(), key=lambda kv: kv[1], default=None)
         if worst and worst[1] > MAX_RELATIONS_PER_ENTITY:
             raise _bad(
-                f"graph_payload.{source_id}: entity '{worst[0]}' has {worst[1]} relations; "
+                f"graph_payload.{item_id}: entity '{worst[0]}' has {worst[1]} relations; "
                 f"the limit is {MAX_RELATIONS_PER_ENTITY} per entity"
             )
     return graphs

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ctxstore.domain import json_limits
 from ctxstore.domain.errors import ApiError, ErrorCode
-from ctxstore.domain.graph_payload import SourceGraph, parse_graph_payload
+from ctxstore.domain.graph_payload import ItemGraphPayload, parse_graph_payload
 
 Store = Literal["knowledge", "memory"]
 
@@ -115,7 +115,7 @@ class IngestRequest:
     collection: str
     upsert: bool
     items: list[ItemSpec]
-    graphs: dict[str, SourceGraph]
+    graphs: dict[str, ItemGraphPayload]
     # "reject": a metadata key the database schema does not declare is a 400 (POST /context/ingest);
     # "keep": stored but not filterable (connector resource metadata, as the spec says).
     undeclared_metadata: Literal["reject", "keep"] = "reject"

@@ -1,4 +1,4 @@
-"""The item: one ingested source (a file, an app item or a memory), its reference, its record and its status.
+"""The item (the spec's "source"): one ingested file, app item or memory; its reference, record and status.
 
 `ItemRecord` is the JSON the records port stores for an item (kind `item`); `services/items/ingest.py` writes
 it, status changes and metadata merges rewrite it, and every reader is typed with it, so a key read by

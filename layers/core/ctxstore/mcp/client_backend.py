@@ -76,7 +76,7 @@ class ClientBackend:
             lambda: [s.raw() for s in self._c.status(ids, database=scope.database, collection=scope.collection)]
         )
 
-    def list_sources(self, scope: Scope, store: str, page: int, page_size: int) -> dict[str, Any]:
+    def list_items(self, scope: Scope, store: str, page: int, page_size: int) -> dict[str, Any]:
         return self._run(
             lambda: self._c.list_sources(
                 type=_store(store),

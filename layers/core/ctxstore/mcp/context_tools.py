@@ -125,7 +125,7 @@ def register_context_tools(server: MCPServer[Any], answer: Answer) -> None:
         def run(backend: ContextBackend, defaults: Defaults) -> str:
             store = store_of(type, kind, "knowledge")
             scope = defaults.scope(database, collection)
-            return render.listing(scope, store, backend.list_sources(scope, store, page, page_size))
+            return render.listing(scope, store, backend.list_items(scope, store, page, page_size))
 
         return answer(ctx, run)
 

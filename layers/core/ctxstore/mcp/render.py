@@ -127,14 +127,14 @@ def status(entries: list[dict[str, Any]]) -> str:
 
 
 def listing(scope: Scope, store: str, data: dict[str, Any]) -> str:
-    sources: list[dict[str, Any]] = data.get("sources") or []
+    items: list[dict[str, Any]] = data.get("sources") or []
     pages = data.get("pagination") or {}
     kind = "memories" if store == "memory" else "knowledge sources"
-    head = f"{data.get('total', len(sources))} {kind} in {_where(scope)}"
+    head = f"{data.get('total', len(items))} {kind} in {_where(scope)}"
     if pages:
         head += f"; page {pages.get('page')} of {pages.get('total_pages')}, newest first"
     lines = [head + ":"]
-    for s in sources:
+    for s in items:
         parts = [f"id={s.get('id')}", f'"{s.get("title") or "(untitled)"}"', str(s.get("indexing_status") or "")]
         if s.get("chunk_count") is not None:
             parts.append(f"{s.get('chunk_count')} chunks")

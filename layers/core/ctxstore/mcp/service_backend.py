@@ -142,11 +142,13 @@ class ServiceBackend:
                 raise
             return [not_found_status(i, failure.message) for i in ids]
 
-    def list_sources(self, scope: Scope, store: str, page: int, page_size: int) -> dict[str, Any]:
+    def list_items(self, scope: Scope, store: str, page: int, page_size: int) -> dict[str, Any]:
         db, col = self._names(scope)
         return self._run(
-            lambda: self._svc.sources.list_sources(
-                self._p, db, col, store, page=page, page_size=page_size, ids=None, filters={}, include_fields=None
+            lambda: dict(
+                self._svc.catalog.list_items(
+                    self._p, db, col, store, page=page, page_size=page_size, ids=None, filters={}, include_fields=None
+                )
             )
         )
 
@@ -157,14 +159,16 @@ class ServiceBackend:
             raise ToolFailure("INVALID_PARAMETERS", "download links are not offered over MCP")
 
         return self._run(
-            lambda: self._svc.sources.inspect(
-                self._p, db, col, item_id, mode="content", expiry_seconds=3600, url_for=no_url
+            lambda: dict(
+                self._svc.catalog.inspect(
+                    self._p, db, col, item_id, mode="content", expiry_seconds=3600, url_for=no_url
+                )
             )
         )
 
     def delete(self, scope: Scope, store: str, ids: list[str]) -> dict[str, Any]:
         db, col = self._names(scope)
-        return self._run(lambda: self._svc.sources.delete(self._p, db, col, store, ids))
+        return self._run(lambda: dict(self._svc.catalog.delete(self._p, db, col, store, ids)))
 
     def relations(self, scope: Scope, store: str, item_id: str | None, limit: int) -> dict[str, Any]:
         db, col = self._names(scope)

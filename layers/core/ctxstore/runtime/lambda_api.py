@@ -44,7 +44,7 @@ def console_handler() -> LambdaEntry:
     services = Services(build_aws(settings))
     app = create_app(services, [])
     mount(app, services)
-    for name in ("databases", "sources"):  # what its first pages read (the playground loads retrieval on use)
+    for name in ("databases", "catalog"):  # what its first pages read (the playground loads retrieval on use)
         getattr(services, name)
     asgi = Mangum(app, lifespan="off")
 

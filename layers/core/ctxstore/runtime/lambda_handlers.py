@@ -72,7 +72,7 @@ FUNCTIONS: dict[str, Callable[[], LambdaEntry]] = {
     "api_byog": _api("byog", "byog"),
     "api_connectors": _api("connectors", "connectors"),
     "api_context_ingest": _api("context_ingest", "ingest", "status"),
-    "api_context_items": _api("context_items", "sources"),
+    "api_context_items": _api("context_items", "catalog"),
     "api_databases": _api("databases", "databases"),
     "api_graphs": _api("graphs", "graphs"),
     "api_query": _api("query", "query"),

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from ctxstore.services.databases import DatabaseService
     from ctxstore.services.feedback import FeedbackService
     from ctxstore.services.graphs.service import GraphService
+    from ctxstore.services.items.catalog import ItemCatalog
     from ctxstore.services.items.ingest import IngestService
     from ctxstore.services.items.service import ItemService
-    from ctxstore.services.items.sources import SourceService
     from ctxstore.services.items.status import StatusService
     from ctxstore.services.query.service import QueryService
     from ctxstore.services.webhooks.service import WebhookService
@@ -110,11 +110,11 @@ class Services:
         return ItemService(c.records, c.clock, events=lambda: c.events, single_process=c.capabilities.single_process)
 
     @cached_property
-    def sources(self) -> SourceService:
-        from ctxstore.services.items.sources import SourceService
+    def catalog(self) -> ItemCatalog:
+        from ctxstore.services.items.catalog import ItemCatalog
 
         c = self.container
-        sources = SourceService(
+        catalog = ItemCatalog(
             c.records,
             c.clock,
             self.databases,
@@ -123,9 +123,9 @@ class Services:
             search_index=lambda: c.search_index,
         )
         if self._has_graph:  # an item's delete or metadata change reaches both graphs
-            sources.add_purger(self._purge_item_graphs)
-            sources.add_metadata_listener(self._update_graph_access)
-        return sources
+            catalog.add_purger(self._purge_item_graphs)
+            catalog.add_metadata_listener(self._update_graph_access)
+        return catalog
 
     @cached_property
     def ingest(self) -> IngestService:
@@ -207,7 +207,7 @@ class Services:
             c.connector_providers,
             self.databases,
             self.ingest,
-            self.sources,
+            self.catalog,
             self.items,
             settings=c.settings.connectors,
             single_process=c.capabilities.single_process,

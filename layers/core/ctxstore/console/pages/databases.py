@@ -55,7 +55,7 @@ def summary(caller: web.Caller, db: str) -> dict[str, Any] | None:
         total, newest = 0, ""
         for collection in dict.fromkeys(["", *collections]):
             for store in ("knowledge", "memory"):
-                page = svc.sources.list_sources(
+                page = svc.catalog.list_items(
                     p, db, collection, store, page=1, page_size=1, ids=None, filters={}, include_fields=None
                 )
                 total += int(page["pagination"]["total"])

@@ -47,7 +47,7 @@ def _listing(caller: web.Caller, db: str, q: dict[str, str]) -> dict[str, Any]:
     if q["meta_key"]:
         filters["additional_metadata"] = {q["meta_key"]: q["meta_value"]}
     collection = validate_collection_name(q["collection"])
-    data = caller.services.sources.list_sources(
+    data = caller.services.catalog.list_items(
         caller.principal,
         db,
         collection,
@@ -60,11 +60,11 @@ def _listing(caller: web.Caller, db: str, q: dict[str, str]) -> dict[str, Any]:
         contains=q["text"],
     )
     live = any(s.get("indexing_status") not in TERMINAL for s in data["sources"])
-    untitled = [s["id"] for s in data["sources"] if not s.get("title") and s.get("type") != "file"]
+    untitled = [str(s["id"]) for s in data["sources"] if not s.get("title") and s.get("type") != "file"]
     opening = (
-        caller.services.sources.opening_words(caller.principal, db, collection, q["type"], untitled) if untitled else {}
+        caller.services.catalog.opening_words(caller.principal, db, collection, q["type"], untitled) if untitled else {}
     )
-    return {"sources": data["sources"], "pagination": data["pagination"], "live": live, "opening": opening}
+    return {"rows": data["sources"], "pagination": data["pagination"], "live": live, "opening": opening}
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -314,13 +314,13 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         )
         return url if "://" in url else api_base + url
 
-    inspected = svc.sources.inspect(p, db, collection, item_id, mode="both", expiry_seconds=900, url_for=url_for)
-    chunks = svc.sources.chunks(p, db, collection, item_id, store, offset=0, limit=200)
-    listed = svc.sources.list_sources(
+    inspected = svc.catalog.inspect(p, db, collection, item_id, mode="both", expiry_seconds=900, url_for=url_for)
+    chunks = svc.catalog.chunks(p, db, collection, item_id, store, offset=0, limit=200)
+    listed = svc.catalog.list_items(
         p, db, collection, store, page=1, page_size=1, ids=[item_id], filters={}, include_fields=None
     )["sources"]
-    source = listed[0] if listed else {}
-    label = svc.sources.opening_words(p, db, collection, store, [item_id]).get(item_id, "")
+    row = listed[0] if listed else {}
+    label = svc.catalog.opening_words(p, db, collection, store, [item_id]).get(item_id, "")
     return web.render(
         request,
         "item.html",
@@ -333,7 +333,7 @@ def _item(request: Request, caller: web.Caller, db: str, status: int = 200, **va
         store=store,
         inspected=inspected,
         chunks=chunks,
-        source=source,
+        row=row,
         label=inspected.get("title") or label or item_id,
         saved=qp.get("saved") == "1",
         **values,
@@ -352,7 +352,7 @@ async def edit_metadata(db: str, request: Request, caller: web.Write) -> Respons
     try:
         md = web.json_field(web.form_str(form, "metadata"), "metadata")
         amd = web.json_field(web.form_str(form, "additional_metadata"), "additional metadata")
-        caller.services.sources.update_metadata(
+        caller.services.catalog.update_metadata(
             caller.principal, db, validate_collection_name(qp.get("collection", "")), qp.get("id", ""), md or None, amd
         )
     except ApiError as err:
@@ -365,5 +365,5 @@ async def delete_item(db: str, request: Request, caller: web.Write) -> Response:
     qp = request.query_params
     collection = validate_collection_name(qp.get("collection", ""))
     store = _store(qp.get("type"))
-    caller.services.sources.delete(caller.principal, db, collection, store, [qp.get("id", "")])
+    caller.services.catalog.delete(caller.principal, db, collection, store, [qp.get("id", "")])
     return web.redirect(request, f"/databases/{db}/items?{_qs({'collection': collection, 'type': store})}")

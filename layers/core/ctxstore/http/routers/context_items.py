@@ -57,7 +57,7 @@ def _store(value: str) -> str:
 def list_sources(body: ListBody, ctx: Ctx, caller: Caller, svc: Svc) -> JSONResponse:
     collection = validate_collection_name(body.collection)
     echo_scope(ctx, body.database, collection)
-    data = svc.sources.list_sources(
+    data = svc.catalog.list_items(
         caller,
         body.database,
         collection,
@@ -91,7 +91,7 @@ def inspect(
         url = blobs.presigned_url(org, key, expires_in=expires_in, filename=filename, content_type=content_type)
         return url if "://" in url else str(request.base_url).rstrip("/") + url
 
-    data = svc.sources.inspect(
+    data = svc.catalog.inspect(
         caller, database, collection, id, mode=mode, expiry_seconds=expiry_seconds, url_for=url_for
     )
     return envelope.ok(ctx, data)
@@ -111,7 +111,7 @@ def chunks(
 ) -> JSONResponse:
     collection = validate_collection_name(collection)
     echo_scope(ctx, database, collection)
-    data = svc.sources.chunks(
+    data = svc.catalog.chunks(
         caller, database, collection, id, _store(type) if type else None, offset=offset, limit=limit
     )
     return envelope.ok(ctx, data)
@@ -132,7 +132,7 @@ def delete_sources(
         raise invalid("X-HydraDB-Delete-Status must be 'strict' or 'legacy'")
     collection = validate_collection_name(body.collection)
     echo_scope(ctx, body.database, collection)
-    data = svc.sources.delete(caller, body.database, collection, _store(body.type), body.ids)
+    data = svc.catalog.delete(caller, body.database, collection, _store(body.type), body.ids)
     missing = [r["id"] for r in data["results"] if not r["deleted"]]
     if mode == "strict" and missing:
         raise ApiError(
@@ -156,5 +156,5 @@ def update_metadata(item_id: str, body: MetadataBody, ctx: Ctx, caller: Caller, 
         )
         md = md if md is not None else body.tenant_metadata
     echo_scope(ctx, body.database, collection)
-    data = svc.sources.update_metadata(caller, body.database, collection, item_id, md, body.additional_metadata)
+    data = svc.catalog.update_metadata(caller, body.database, collection, item_id, md, body.additional_metadata)
     return envelope.ok(ctx, data)

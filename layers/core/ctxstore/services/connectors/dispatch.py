@@ -37,9 +37,9 @@ from ctxstore.ports.connector_provider import SyncedObject
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.store import ConnectorStore
 from ctxstore.services.connectors.views import is_active
+from ctxstore.services.items.catalog import ItemCatalog
 from ctxstore.services.items.ingest import IngestService
 from ctxstore.services.items.service import ItemService
-from ctxstore.services.items.sources import SourceService
 
 SYSTEM_PRINCIPAL_PREFIX = "connector:"
 UNINDEXED_CHECK_S = 86400.0  # dispatches older than this are not checked for lifecycle `ingesting`
@@ -196,10 +196,10 @@ def build_spec(t: Target, obj: SyncedObject) -> tuple[ItemSpec, list[ItemSpec]]:
 
 
 class Dispatcher:
-    def __init__(self, store: ConnectorStore, ingest: IngestService, sources: SourceService) -> None:
+    def __init__(self, store: ConnectorStore, ingest: IngestService, catalog: ItemCatalog) -> None:
         self._store = store
         self._ingest = ingest
-        self._sources = sources
+        self._catalog = catalog
 
     def stage(self, t: Target, obj: SyncedObject, batch: Batch, now: float) -> str | None:
         """Add a changed object to the batch; None when staged or unchanged, else a failure message."""
@@ -309,7 +309,7 @@ class Dispatcher:
             if known is not None:
                 ids.extend(str(a) for a in known.data.get("attachments") or [])
             try:
-                out = self._sources.delete(t.principal, database, collection, "knowledge", ids)
+                out = self._catalog.delete(t.principal, database, collection, "knowledge", ids)
                 deleted += int(out["deleted_count"] > 0)
             except ApiError as exc:
                 if exc.code is not ErrorCode.DATABASE_NOT_FOUND:

@@ -42,10 +42,10 @@ from ctxstore.services.connectors.views import (
     running,
 )
 from ctxstore.services.databases import DatabaseService
+from ctxstore.services.items.catalog import ItemCatalog
 from ctxstore.services.items.ingest import IngestService
 from ctxstore.services.items.locks import ItemLocks
 from ctxstore.services.items.service import ItemService
-from ctxstore.services.items.sources import SourceService
 
 log = logging.getLogger("ctxstore.connectors")
 MAX_DISCOVER_LIMIT = 100
@@ -67,7 +67,7 @@ class ConnectorService:
         providers: Mapping[str, ConnectorProvider],
         databases: DatabaseService,
         ingest: IngestService,
-        sources: SourceService,
+        catalog: ItemCatalog,
         items: ItemService,
         *,
         settings: ConnectorSettings | None = None,
@@ -106,7 +106,7 @@ class ConnectorService:
             SyncRunner(
                 self.store,
                 self._auth,
-                Dispatcher(self.store, ingest, sources),
+                Dispatcher(self.store, ingest, catalog),
                 self.providers,
                 clock,
                 self.limits,

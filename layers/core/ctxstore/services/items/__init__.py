@@ -1,1 +1,2 @@
-"""Items (one stored source or memory): records and statuses, ingestion, listing, uploads and their locks."""
+"""Items (one stored file, app item or memory; the spec's "source"): records and statuses, ingestion, the catalog
+(list, inspect, chunks, delete, metadata), uploads and their locks."""

@@ -106,8 +106,8 @@ class IngestService:
         blobs: Callable[[], BlobStore],
         workflow: Callable[[], WorkflowStarter | None],
     ) -> None:
-        """`blobs`, `workflow`: providers, read only when an ingest is accepted (the sources and connector paths
-        build this service too; on AWS a port read builds its boto3 client)."""
+        """`blobs`, `workflow`: providers, read only when an ingest is accepted (the connector service
+        builds this service too; on AWS a port read builds its boto3 client)."""
         self._records = records
         self._clock = clock
         self._databases = databases

@@ -1,4 +1,4 @@
-"""Item records: one per ingested source, carrying its indexing status. Status changes emit events."""
+"""Item records: one per ingested item, carrying its indexing status. Status changes emit events."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reads and writes on ingested items: list, inspect, chunks, delete, metadata update."""
+"""The item catalog: list, inspect, read the chunks of, delete and update the metadata of stored items."""
 
 from __future__ import annotations
 
@@ -10,17 +10,28 @@ from typing import Any
 from urllib.parse import quote
 
 from ctxstore.domain import metadata_schema as ms
-from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import ADDITIONAL_METADATA_CAP_BYTES, METADATA_CAP_BYTES
 from ctxstore.domain.items import ItemRecord, ItemRef, StoredItem, item_pk, item_record
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.records import ConditionFailed, Put, RecordStore
-from ctxstore.ports.search_index import SearchIndex
+from ctxstore.ports.search_index import ChunkDoc, SearchIndex
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.databases import DatabaseService
+from ctxstore.services.items.catalog_answers import (
+    ChunkRow,
+    DeleteResult,
+    ItemChunksAnswer,
+    ItemDeleteAnswer,
+    ItemInspectAnswer,
+    ItemListAnswer,
+    ItemMetadataAnswer,
+    ListedItem,
+    PickedRow,
+    item_row,
+)
 from ctxstore.services.items.service import GRAPH_PAYLOAD, ITEM, ItemService
 
 MAX_PAGE_SIZE = 500
@@ -33,46 +44,14 @@ MetadataListener = Callable[[str, ItemRef, ItemRecord], None]
 _RENAMED_ROW_FIELDS = {"app_type": "app_kind", "provider": "app_provider", "external_id": "app_external_id"}
 
 
-def _source_field_filter(given: Any) -> Any:
-    """Rows said `provider`, `app_type`, `external_id` before they took the app_* names; a filter may still."""
+def _row_field_filter(given: Any) -> Any:
+    """`filters.source_fields` filters on a row's keys. Rows said `provider`, `app_type`, `external_id` before
+    they took the app_* names; a filter may still."""
     return {_RENAMED_ROW_FIELDS.get(k, k): v for k, v in given.items()} if isinstance(given, dict) else given
 
 
 def _bad(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_PARAMETERS, message)
-
-
-def source_view(ref: ItemRef, d: ItemRecord) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "id": ref.item_id,
-        "title": d["title"] or "",
-        "type": d["source_type"],
-        "database": ref.database,
-        "collection": ref.collection,
-        "tenant_id": ref.database,
-        "sub_tenant_id": ref.collection,
-        "metadata": d["metadata"] or {},
-        "additional_metadata": d["additional_metadata"] or {},
-        "indexing_status": d["status"],
-        "error_code": d["error_code"] or "",
-        "chunk_count": d["chunk_count"],
-        "created_at": iso(float(d["created_at"] or 0)),
-        "updated_at": iso(float(d["updated_at"] or 0)),
-        # RFC 3339 like the reference's search.SourceInfo; relation evidence inside listings stays epoch (spec)
-        "timestamp": iso(float(d["timestamp"])) if d["timestamp"] is not None else None,
-        "relations": {"ids": d["relations"] or []},
-        "relates_to": d["relates_to"] or [],
-        "thread_id": d["thread_id"],
-        "parent_id": d["parent_id"],
-    }
-    if d["source_type"] == "file":
-        view.update(filename=d["filename"], content_type=d["content_type"], size_bytes=d["size_bytes"])
-    elif d["source_type"] == "app":
-        # The names of the reference, the spec's subgraph members and query results (not the record's own).
-        view.update(app_kind=d["app_type"], app_provider=d["provider"], app_external_id=d["external_id"])
-    else:
-        view.update(user_name=d["user_name"], infer=bool(d["infer"]))
-    return view
 
 
 def _matches(value: Any, wanted: Any) -> bool:
@@ -82,7 +61,7 @@ def _matches(value: Any, wanted: Any) -> bool:
     return value in options
 
 
-class SourceService:
+class ItemCatalog:
     def __init__(
         self,
         records: RecordStore,
@@ -126,7 +105,7 @@ class SourceService:
         return found
 
     # ---- list ------------------------------------------------------------------------------
-    def list_sources(
+    def list_items(
         self,
         principal: Principal,
         database: str,
@@ -139,7 +118,7 @@ class SourceService:
         filters: dict[str, Any],
         include_fields: list[str] | None,
         contains: str = "",
-    ) -> dict[str, Any]:
+    ) -> ItemListAnswer:
         """`contains`: only items whose title or id holds this text, case-insensitive (the console's search)."""
         self._databases.require(principal, database)
         needle = contains.strip().casefold()
@@ -149,11 +128,11 @@ class SourceService:
             raise _bad(f"'page_size' must be from 1 to {MAX_PAGE_SIZE}")
         md_f = filters.get("metadata") or {}
         amd_f = filters.get("additional_metadata") or filters.get("document_metadata") or {}
-        src_f = _source_field_filter(filters.get("source_fields") or {})
+        row_f = _row_field_filter(filters.get("source_fields") or {})
         for name, f in (
             ("filters.metadata", md_f),
             ("filters.additional_metadata", amd_f),
-            ("filters.source_fields", src_f),
+            ("filters.source_fields", row_f),
         ):
             if not isinstance(f, dict):
                 raise _bad(f"'{name}' must be an object")
@@ -173,8 +152,8 @@ class SourceService:
                     continue
                 if not all(_matches((d["additional_metadata"] or {}).get(k), v) for k, v in amd_f.items()):
                     continue
-                view = source_view(ItemRef(database, collection, store, r.sk), d)
-                if not all(_matches(view.get(k), v) for k, v in src_f.items()):
+                row = item_row(ItemRef(database, collection, store, r.sk), d)
+                if not all(_matches(row.get(k), v) for k, v in row_f.items()):
                     continue
                 matched.append((ItemRef(database, collection, store, r.sk), d))
             if chunk.next_after is None:
@@ -183,19 +162,20 @@ class SourceService:
         matched.sort(key=lambda x: (-float(x[1]["created_at"] or 0), x[0].item_id))
         total = len(matched)
         start = (page - 1) * page_size
-        sources = []
+        rows: list[ListedItem | PickedRow] = []
         for ref, d in matched[start : start + page_size]:
-            view = source_view(ref, d)
+            row = item_row(ref, d)
             if include_fields and store == "knowledge":
                 # The scope's legacy names too: the official client's row model requires them.
                 keep = {"id", "database", "collection", "tenant_id", "sub_tenant_id", *include_fields}
-                view = {k: v for k, v in view.items() if k in keep}
-            sources.append(view)
+                rows.append({k: v for k, v in row.items() if k in keep})
+            else:
+                rows.append(row)
         pages = max(1, math.ceil(total / page_size))
         return {
             "success": True,
             "message": "Success",
-            "sources": sources,
+            "sources": rows,
             "total": total,
             "pagination": {
                 "page": page,
@@ -218,22 +198,13 @@ class SourceService:
         mode: str,
         expiry_seconds: int,
         url_for: Callable[[str, str, int, str, str], str],
-    ) -> dict[str, Any]:
+    ) -> ItemInspectAnswer:
         if mode not in ("content", "url", "both"):
             raise _bad("'mode' must be content, url or both")
         if not 1 <= expiry_seconds <= 7 * 86400:
             raise _bad("'expiry_seconds' must be from 1 to 604800")
         ref, rec = self._require_item(principal, database, collection, item_id)
         d = rec.data
-        out: dict[str, Any] = {
-            "id": item_id,
-            "success": True,
-            "message": "Success",
-            "error": "",
-            "title": d["title"] or "",
-            "type": d["source_type"],
-            "indexing_status": d["status"],
-        }
         key = str(d["blob_key"] or "")
         try:
             size = self._blobs().size(principal.org, key)
@@ -242,7 +213,17 @@ class SourceService:
         ctype = str(
             d["content_type"] or ("application/json" if d["source_type"] != "file" else "application/octet-stream")
         )
-        out.update(content_type=ctype, size_bytes=size)
+        out: ItemInspectAnswer = {
+            "id": item_id,
+            "success": True,
+            "message": "Success",
+            "error": "",
+            "title": d["title"] or "",
+            "type": d["source_type"],
+            "indexing_status": d["status"],
+            "content_type": ctype,
+            "size_bytes": size,
+        }
         if mode in ("content", "both"):
             out["content"] = self._content_text(principal.org, ref, d)
             out["inferred_content"] = self._inferred(principal.org, ref)
@@ -302,7 +283,7 @@ class SourceService:
             if c.text.startswith("Inferred from conversation: ")
         )
 
-    def _chunks(self, org: str, ref: ItemRef) -> list[Any]:
+    def _chunks(self, org: str, ref: ItemRef) -> list[ChunkDoc]:
         idx = self._search_index()
         if idx is None:  # real: no search index on this deployment, so no chunks
             return []
@@ -322,7 +303,7 @@ class SourceService:
         *,
         offset: int,
         limit: int,
-    ) -> dict[str, Any]:
+    ) -> ItemChunksAnswer:
         if not 1 <= limit <= 1000 or offset < 0:
             raise _bad("'limit' must be from 1 to 1000 and 'offset' 0 or more")
         ref, rec = self._require_item(principal, database, collection, item_id, store)
@@ -334,14 +315,14 @@ class SourceService:
             "indexing_status": rec.data["status"],
             "total": len(all_chunks),
             "chunks": [
-                {
-                    "chunk_id": c.chunk_id,
-                    "position": c.position,
-                    "text": c.text,
-                    "title": c.title,
-                    "metadata": c.metadata,
-                    "additional_metadata": c.additional_metadata,
-                }
+                ChunkRow(
+                    chunk_id=c.chunk_id,
+                    position=c.position,
+                    text=c.text,
+                    title=c.title,
+                    metadata=c.metadata,
+                    additional_metadata=c.additional_metadata,
+                )
                 for c in page
             ],
             "next_offset": offset + limit if offset + limit < len(all_chunks) else None,
@@ -350,11 +331,11 @@ class SourceService:
     # ---- delete ----------------------------------------------------------------------------
     def delete(
         self, principal: Principal, database: str, collection: str, store: str, ids: list[str]
-    ) -> dict[str, Any]:
+    ) -> ItemDeleteAnswer:
         self._databases.require(principal, database)
         if not ids:
             raise _bad("'ids' must list at least one id")
-        results: list[dict[str, Any]] = []
+        results: list[DeleteResult] = []
         for item_id in dict.fromkeys(ids):
             ref = ItemRef(database, collection, store, item_id)
             # Under the item's lock: an in-flight version either wrote before (and is purged now) or finds the
@@ -401,7 +382,7 @@ class SourceService:
         item_id: str,
         database_metadata: Any,
         additional_metadata: Any,
-    ) -> dict[str, Any]:
+    ) -> ItemMetadataAnswer:
         if database_metadata is None and additional_metadata is None:
             raise _bad("send 'database_metadata' and/or 'additional_metadata'")
         for name, value, cap in (
@@ -426,7 +407,7 @@ class SourceService:
 
     def _merge_metadata(
         self, principal: Principal, ref: ItemRef, database_metadata: Any, additional_metadata: Any
-    ) -> dict[str, Any]:
+    ) -> ItemMetadataAnswer:
         database, collection, item_id = ref.database, ref.collection, ref.item_id
         rec = self._items.get(principal.org, ref)
         if rec is None:
