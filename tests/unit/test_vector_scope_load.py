@@ -1,4 +1,4 @@
-"""A scope's vectors read back from search.db in blocks (SqliteSearchIndex._load) equal what was written.
+"""A scope's vectors read back from search.db in blocks (vector_loading.load_scope) equal what was written.
 
 A fresh index on the same file must answer vector searches exactly as the index that wrote the rows (whose
 cache was filled as it wrote), across several collections, deletions and more rows than one read block."""
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ctxstore.adapters.local import sqlite_search_index as ssi
+from ctxstore.adapters.local import vector_loading
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 
 
@@ -25,7 +26,7 @@ def _docs(rng: np.random.Generator, start: int, n: int) -> list[ChunkDoc]:
 
 
 def test_a_reloaded_scope_answers_like_the_one_that_wrote_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ssi, "_LOAD_BLOCK", 97)  # many blocks, the last one partial
+    monkeypatch.setattr(vector_loading, "LOAD_BLOCK", 97)  # many blocks, the last one partial
     rng = np.random.default_rng(5)
     writer = ssi.SqliteSearchIndex(tmp_path / "search.db")
     writer.ensure_database("org", "db")
