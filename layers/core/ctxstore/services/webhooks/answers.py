@@ -67,7 +67,7 @@ class RetryQueued(TypedDict):
     message: str
 
 
-class TestDelivery(TypedDict):
+class WebhookTestResult(TypedDict):
     """POST /webhooks/indexing/test: what the endpoint answered the signed `webhook.test` event."""
 
     delivered: bool

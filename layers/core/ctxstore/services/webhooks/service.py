@@ -453,7 +453,7 @@ class WebhookService:
         return {"delivery_id": delivery_id, "queued": True, "message": "Success"}
 
     # ---- test delivery -----------------------------------------------------------------------
-    def send_test(self, p: Principal) -> wa.TestDelivery:
+    def send_test(self, p: Principal) -> wa.WebhookTestResult:
         """POST a signed `webhook.test` event now and report what the endpoint answered; the attempt is kept
         in the delivery history like any delivery (so it can be inspected, and retried if it failed)."""
         hook = self._require_webhook(p)
