@@ -165,7 +165,7 @@ def dedup(xs: Iterable[str]) -> list[str]:
 
 def bare_embedder(texts: Sequence[str]) -> dict[str, Any]:
     """Texts/s of the server's embedding model alone, in this process (diagnostic reference, not ctxstore)."""
-    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.models.local_embedder import LocalEmbedder
     from ctxstore.config import Settings
 
     emb = LocalEmbedder(precision=Settings().embedding.precision)

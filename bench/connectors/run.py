@@ -379,7 +379,7 @@ def _create(c: httpx.Client, w: Workload, fake: Any, scope: str) -> str:
 def embedder_reference(texts: list[str]) -> tuple[float, float]:
     """Reference (in-process, labelled): the bare local embedder on the same texts, one per call as served:
     (texts per second, CPU ms per text)."""
-    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.models.local_embedder import LocalEmbedder
 
     emb = LocalEmbedder()
     emb.embed_documents(texts[:4])

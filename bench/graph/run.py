@@ -47,7 +47,7 @@ def load_annotated(path: Path = HERE / "annotated.txt") -> list[tuple[str, list[
 
 
 def evaluate_extraction() -> dict[str, Any]:
-    from ctxstore.adapters.local.spacy_extractor import SpacyExtractor, load_pipeline
+    from ctxstore.adapters.models.spacy_extractor import SpacyExtractor, load_pipeline
 
     load_pipeline()
     data = load_annotated()

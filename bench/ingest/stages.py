@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.ingest.run import _text
-from ctxstore.adapters.local.local_embedder import LocalEmbedder
-from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+from ctxstore.adapters.models.local_embedder import LocalEmbedder
+from ctxstore.adapters.models.spacy_extractor import SpacyExtractor
 from ctxstore.domain.chunking import chunk_markdown, embedding_input
 
 ROOT = Path(__file__).resolve().parents[2]

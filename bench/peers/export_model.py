@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ctxstore.adapters.local.local_embedder import (
+from ctxstore.adapters.models.local_embedder import (
     MINILM_L6_V2,
     SPECS,
     _bundled_model_dir,

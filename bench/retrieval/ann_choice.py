@@ -61,8 +61,8 @@ from bench.retrieval.baselines import CACHE, embed_corpus, load_jsonl
 from bench.retrieval.run import REPO, SCIFACT
 from usearch.index import Index
 
-from ctxstore.adapters.local.local_embedder import LocalEmbedder
 from ctxstore.adapters.local.vector_cache import VectorScope, nearest
+from ctxstore.adapters.models.local_embedder import LocalEmbedder
 
 RESULTS = REPO / "bench" / "results" / "ann_choice.json"
 INDEXES = Path.home() / ".cache" / "ctxstore-ann"

@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.adapters.local.keyword_lane import TITLE_WEIGHT
-from ctxstore.adapters.local.local_embedder import LocalEmbedder
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+from ctxstore.adapters.models.local_embedder import LocalEmbedder
 from ctxstore.ports.search_index import ChunkDoc, Hit, SearchFilter
 
 REPO = Path(__file__).resolve().parents[2]

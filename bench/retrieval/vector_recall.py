@@ -22,8 +22,8 @@ import numpy as np
 from bench.retrieval.baselines import CACHE, load_jsonl
 from bench.retrieval.run import REPO, SCIFACT, Vectors
 
-from ctxstore.adapters.local.local_embedder import LocalEmbedder
 from ctxstore.adapters.local.vector_cache import VectorScope, nearest, shortlist_size
+from ctxstore.adapters.models.local_embedder import LocalEmbedder
 
 RESULTS = REPO / "bench" / "results" / "vector_recall.json"
 K = 2 * 100 + 8  # vector_search(limit=100)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ctxstore.adapters.local.http_reranker import HttpReranker
+from ctxstore.adapters.models.http_reranker import HttpReranker
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.reranker import Ranked
 from tests.support.app import make_app

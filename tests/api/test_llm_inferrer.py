@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ctxstore.adapters.local.llm_inferrer import parse_memories
+from ctxstore.adapters.models.llm_inferrer import parse_memories
 from tests.support.app import LocalApp, make_app
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+from ctxstore.adapters.models.spacy_extractor import SpacyExtractor
 from ctxstore.ports.extractor import Extraction
 from tests.support.app import LocalApp
 

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import ANY, Stubber
 
 from ctxstore.adapters.aws.bedrock_extractor import BedrockExtractor
-from ctxstore.adapters.extraction_answer import PROMPT
+from ctxstore.adapters.models.extraction_answer import PROMPT
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.pipeline.jobs import queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner

@@ -170,7 +170,7 @@ def _ready_database(org: str, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def embedder() -> Any:
-    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.models.local_embedder import LocalEmbedder
 
     embedder = LocalEmbedder()
     # Load the model here, on the main thread, not inside the first Embed task on one of moto's daemon

@@ -315,7 +315,7 @@ def test_a_50mb_upload_runs_batch_by_batch_within_60_percent_of_each_functions_m
     distinct chunk texts of the file, not for ~20k chunks."""
     from moto.core.config import default_user_config
 
-    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder
+    from ctxstore.adapters.models.local_embedder import CachedEmbedder, LocalEmbedder
 
     monkeypatch.setitem(default_user_config["stepfunctions"], "execute_state_machine", True)
     arn = h.create_state_machine()
@@ -463,8 +463,8 @@ def test_a_graph_payload_at_the_api_limits_is_stored_in_s3_and_built_by_the_grap
     tests/aws/test_neptune_graph.py covers): what is tested here is where the payload lives and travels."""
     from ctxstore.adapters.local.falkordb_engine import FalkorEngine
     from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
-    from ctxstore.adapters.local.local_embedder import LocalEmbedder
     from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+    from ctxstore.adapters.models.local_embedder import LocalEmbedder
     from ctxstore.domain.graph_keys import graph_name
 
     monkeypatch.setenv("CTXSTORE_STATE_MACHINE_ARN", h.create_state_machine())  # started, not executed here

@@ -152,7 +152,7 @@ def _memory_vault(tmp: Path) -> tuple[CredentialVault, Callable[[], None]]:
 
 
 def _system_clock(tmp: Path) -> tuple[Any, Callable[[], None]]:
-    from ctxstore.adapters.local.system_clock import SystemClock
+    from ctxstore.adapters.system.system_clock import SystemClock
 
     return SystemClock(), lambda: None
 

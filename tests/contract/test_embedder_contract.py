@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder
+from ctxstore.adapters.models.local_embedder import CachedEmbedder, LocalEmbedder
 from ctxstore.ports.embedder import Embedder
 
 _LOCAL = LocalEmbedder(precision="fp32")

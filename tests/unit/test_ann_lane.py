@@ -216,7 +216,7 @@ def test_usearch_and_onnxruntime_load_in_one_process() -> None:
     loads onnxruntime first, so a process that imports the lane and then embeds survives."""
     code = (
         "import ctxstore.adapters.local.ann_index\n"
-        "from ctxstore.adapters.local.local_embedder import LocalEmbedder\n"
+        "from ctxstore.adapters.models.local_embedder import LocalEmbedder\n"
         "print(LocalEmbedder().embed_query('hello').shape)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -7,9 +7,9 @@ import json
 import httpx
 import pytest
 
-from ctxstore.adapters.local import spacy_extractor
-from ctxstore.adapters.local.llm_extractor import LlmExtractor
-from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+from ctxstore.adapters.models import spacy_extractor
+from ctxstore.adapters.models.llm_extractor import LlmExtractor
+from ctxstore.adapters.models.spacy_extractor import SpacyExtractor
 from ctxstore.domain.graph_keys import canonical_predicate, entity_id, normalize_name
 from ctxstore.ports.extractor import Extraction
 

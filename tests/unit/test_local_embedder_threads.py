@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxstore.adapters.local import local_embedder as le
+from ctxstore.adapters.models import local_embedder as le
 
 
 def test_documents_and_queries_run_on_their_own_thread_counts() -> None:

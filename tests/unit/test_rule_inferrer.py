@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ctxstore.adapters.local.rule_inferrer import RuleInferrer
+from ctxstore.adapters.models.rule_inferrer import RuleInferrer
 
 
 def test_user_statements_become_third_person_facts() -> None:

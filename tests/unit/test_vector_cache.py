@@ -34,7 +34,7 @@ def _jsonl(path: Path, n: int) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def real() -> tuple[Vectors, Vectors]:
     assert SCIFACT.exists(), "../shared/data/beir_scifact is part of the test material (MANIFEST.md)"
-    from ctxstore.adapters.local.local_embedder import LocalEmbedder
+    from ctxstore.adapters.models.local_embedder import LocalEmbedder
 
     embedder = LocalEmbedder()
     titles = [d["title"] for d in _jsonl(SCIFACT / "corpus.jsonl", 400) if d.get("title")]

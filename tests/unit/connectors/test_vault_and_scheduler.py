@@ -13,7 +13,7 @@ from ctxstore.adapters.local.aesgcm_vault import AesGcmVault
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
-from ctxstore.adapters.local.system_clock import SystemClock
+from ctxstore.adapters.system.system_clock import SystemClock
 from ctxstore.ports.credential_vault import VaultError
 from ctxstore.services.connectors.scheduling import SYNC_QUEUE, SyncScheduling
 

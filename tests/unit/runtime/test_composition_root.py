@@ -152,3 +152,41 @@ def test_the_x_ray_sdk_loads_only_when_aws_calls_are_traced(flag: str, loaded: b
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is loaded
+
+
+WIRING_PROBE = """
+import json, sys
+from ctxstore.config import Settings
+from ctxstore.runtime.aws import build_aws
+c = build_aws(Settings())
+_ = c.clock, c.http_sender, c.extractor  # the ports AWS builds from adapters that are not its own
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("ctxstore.adapters."))))
+"""
+
+
+def test_the_aws_wiring_loads_no_module_of_the_local_backend() -> None:
+    """`adapters/local` holds only the single-machine engines: what AWS builds too lives in `adapters/system`
+    (clock, webhook sender) and `adapters/models` (the extraction answer Bedrock's extractor shares)."""
+    env = {
+        **os.environ,
+        "CTXSTORE_BACKEND": "aws",
+        "CTXSTORE_EXTRACTOR": "bedrock",
+        "CTXSTORE_EXTRACTOR_MODEL_ID": "anthropic.claude-3-haiku-20240307-v1:0",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", WIRING_PROBE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {"ctxstore.adapters.system.system_clock", "ctxstore.adapters.system.httpx_sender"} <= set(loaded)
+    assert "ctxstore.adapters.models.extraction_answer" in loaded
+    assert not [m for m in loaded if m.startswith("ctxstore.adapters.local")]

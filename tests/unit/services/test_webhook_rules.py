@@ -11,7 +11,7 @@ from standardwebhooks import Webhook
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
 from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
-from ctxstore.adapters.local.system_clock import SystemClock
+from ctxstore.adapters.system.system_clock import SystemClock
 from ctxstore.config import WebhookSettings
 from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.network_policy import address_refusal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -98,7 +99,7 @@ def relation_elements(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*nodes.values(), *edges]
 
 
-def subgraph_elements(data: dict[str, Any]) -> list[dict[str, Any]]:
+def subgraph_elements(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Cytoscape elements for an item subgraph: items as nodes, item-level links as edges."""
     nodes = [
         {

@@ -71,13 +71,13 @@ class ServiceBackend:
 
     # ---- databases -------------------------------------------------------------------------------
     def list_databases(self) -> dict[str, Any]:
-        return self._run(lambda: self._svc.databases.list(self._p))
+        return self._run(lambda: dict(self._svc.databases.list(self._p)))
 
     def create_database(self, database: str) -> dict[str, Any]:
-        return self._run(lambda: self._svc.databases.create(self._p, database, None, "database_metadata_schema"))
+        return self._run(lambda: dict(self._svc.databases.create(self._p, database, None, "database_metadata_schema")))
 
     def database_status(self, database: str) -> dict[str, Any]:
-        return self._run(lambda: self._svc.databases.status(self._p, database))
+        return self._run(lambda: dict(self._svc.databases.status(self._p, database)))
 
     # ---- context ---------------------------------------------------------------------------------
     def query(self, scope: Scope, body: dict[str, Any]) -> dict[str, Any]:
@@ -174,8 +174,10 @@ class ServiceBackend:
         db, col = self._names(scope)
         graphs = self._graphs()
         return self._run(
-            lambda: graphs.relations(
-                self._p, db, col, store, item_id=item_id, limit_raw=str(limit), cursor_raw=None, principals=None
+            lambda: dict(
+                graphs.relations(
+                    self._p, db, col, store, item_id=item_id, limit_raw=str(limit), cursor_raw=None, principals=None
+                )
             )
         )
 
@@ -184,15 +186,17 @@ class ServiceBackend:
         graphs = self._graphs()
         self._charge_query()
         return self._run(
-            lambda: graphs.subgraph(
-                self._p,
-                db,
-                col,
-                store,
-                item_id,
-                depth_raw=str(depth),
-                max_sources_raw=str(max_sources),
-                principals=None,
+            lambda: dict(
+                graphs.subgraph(
+                    self._p,
+                    db,
+                    col,
+                    store,
+                    item_id,
+                    depth_raw=str(depth),
+                    max_sources_raw=str(max_sources),
+                    principals=None,
+                )
             )
         )
 
@@ -209,9 +213,9 @@ class ServiceBackend:
     def graph_admin(self, action: str, scope: Scope) -> dict[str, Any]:
         byog = self._byog()
         if action == "create_database":
-            return self._run(lambda: byog.create_database(self._p, scope.database))
+            return self._run(lambda: dict(byog.create_database(self._p, scope.database)))
         if action == "drop_collection":
-            return self._run(lambda: byog.delete_collection(self._p, scope.database, scope.collection))
+            return self._run(lambda: dict(byog.delete_collection(self._p, scope.database, scope.collection)))
         if action == "drop_database":
-            return self._run(lambda: byog.delete_database(self._p, scope.database))
+            return self._run(lambda: dict(byog.delete_database(self._p, scope.database)))
         raise ToolFailure("INVALID_PARAMETERS", f"unknown action '{action}'")

@@ -91,7 +91,7 @@ def _queue(s: Settings) -> WorkQueue:
 
 
 def _clock() -> Clock:
-    from ctxstore.adapters.local.system_clock import SystemClock  # stdlib only; shared by both backends
+    from ctxstore.adapters.system.system_clock import SystemClock  # stdlib only; shared by both backends
 
     return SystemClock()
 

@@ -11,7 +11,7 @@ from ctxstore.services.container import Container
 
 def webhook_sender(c: Container) -> HttpSender:
     """Outbound HTTP for webhook deliveries (httpx; no redirects, no proxies from the environment)."""
-    from ctxstore.adapters.local.httpx_sender import HttpxSender
+    from ctxstore.adapters.system.httpx_sender import HttpxSender
 
     sender = HttpxSender()
     c.closers.append(sender.close)
@@ -31,7 +31,7 @@ def build_extractor(settings: Settings) -> Extractor | None:
     if settings.extraction.extractor == "none":
         return None
     if settings.extraction.extractor == "llm":
-        from ctxstore.adapters.local.llm_extractor import LlmExtractor
+        from ctxstore.adapters.models.llm_extractor import LlmExtractor
 
         if not (settings.llm.base_url and settings.llm.model):
             raise ValueError("CTXSTORE_EXTRACTOR=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
@@ -44,7 +44,7 @@ def build_extractor(settings: Settings) -> Extractor | None:
         if not settings.extraction.extractor_model_id:
             raise ValueError("CTXSTORE_EXTRACTOR=bedrock needs CTXSTORE_EXTRACTOR_MODEL_ID")
         return BedrockExtractor(settings.extraction.extractor_model_id)
-    from ctxstore.adapters.local.spacy_extractor import SpacyExtractor
+    from ctxstore.adapters.models.spacy_extractor import SpacyExtractor
 
     # A process pool needs /dev/shm, which Lambda lacks: only the local server runs one.
     return SpacyExtractor(processes=settings.extraction.extractor_processes if settings.backend == "local" else 0)

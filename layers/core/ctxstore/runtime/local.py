@@ -22,7 +22,7 @@ def build_local(settings: Settings) -> Container:
     from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
     from ctxstore.adapters.local.sqlite_records import SqliteRecordStore
     from ctxstore.adapters.local.sqlite_scheduler import SqliteScheduler
-    from ctxstore.adapters.local.system_clock import SystemClock
+    from ctxstore.adapters.system.system_clock import SystemClock
 
     data = settings.data_dir
     migrated = open_data_dir(data)  # refuses a newer release's data dir before anything opens it
@@ -49,10 +49,10 @@ def build_local(settings: Settings) -> Container:
 
 def _add_local_search(c: Container, settings: Settings) -> None:
     """Ingestion on the local queue; chunks in data_dir/search.db; the embedding model from its package."""
-    from ctxstore.adapters.local.local_embedder import CachedEmbedder, LocalEmbedder, document_threads_per_worker
     from ctxstore.adapters.local.queue_workflow import QueueWorkflowStarter
-    from ctxstore.adapters.local.rule_inferrer import RuleInferrer
     from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+    from ctxstore.adapters.models.local_embedder import CachedEmbedder, LocalEmbedder, document_threads_per_worker
+    from ctxstore.adapters.models.rule_inferrer import RuleInferrer
 
     c.workflow = QueueWorkflowStarter(c.queue)
     index = SqliteSearchIndex(settings.data_dir / "search.db", snapshot_every_s=settings.vector_snapshot_s)
@@ -66,7 +66,7 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     )
     c.inferrer = RuleInferrer()
     if settings.extraction.inferrer == "llm":
-        from ctxstore.adapters.local.llm_inferrer import LlmMemoryInferrer
+        from ctxstore.adapters.models.llm_inferrer import LlmMemoryInferrer
 
         if not (settings.llm.base_url and settings.llm.model):
             raise ValueError("CTXSTORE_INFERRER=llm needs CTXSTORE_LLM_BASE_URL and CTXSTORE_LLM_MODEL")
@@ -77,7 +77,7 @@ def _add_local_search(c: Container, settings: Settings) -> None:
         c.closers.append(llm.close)
     c.closers.append(index.close)
     if settings.rerank.url:  # thinking mode orders its pool with it; the offline rerank answers if it fails
-        from ctxstore.adapters.local.http_reranker import HttpReranker
+        from ctxstore.adapters.models.http_reranker import HttpReranker
 
         reranker = HttpReranker(
             settings.rerank.url,

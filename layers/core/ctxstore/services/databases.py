@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, database_not_found
@@ -26,7 +26,94 @@ DELETING = "deleting"
 ScopePurger = Callable[[str, str, str | None], None]
 
 
-def _infra(ready: bool) -> dict[str, Any]:
+class VectorstoreStatus(TypedDict):
+    knowledge: bool
+    memories: bool
+
+
+class Infra(TypedDict):
+    """Which of a database's stores are ready (written on the record by provisioning)."""
+
+    scheduler_status: bool
+    graph_status: bool
+    vectorstore_status: VectorstoreStatus
+    ready_for_ingestion: bool
+
+
+# The answers the HTTP layer renders (the `data` of each /databases route), exactly their JSON keys.
+class DatabaseStatusAnswer(TypedDict):
+    database: str
+    tenant_id: str
+    org_id: str
+    status: str | None
+    infra: Infra
+    message: str
+
+
+class FailedDatabase(TypedDict):
+    database: str
+    tenant_id: str
+    error: str
+
+
+class DatabaseListAnswer(TypedDict):
+    databases: list[str]
+    tenant_ids: list[str]
+    failed_databases: list[FailedDatabase]
+    failed_tenant_ids: list[FailedDatabase]
+    message: str
+
+
+class CollectionListAnswer(TypedDict):
+    database: str
+    collections: list[str]
+    sub_tenant_ids: list[str]
+    message: str
+
+
+class RowCount(TypedDict):
+    row_count: int
+
+
+class DatabaseStatsAnswer(TypedDict):
+    database: str
+    tenant_id: str
+    knowledge_collection: RowCount
+    memory_collection: RowCount
+    message: str
+
+
+class DatabaseCreateAnswer(TypedDict):
+    database: str
+    tenant_id: str
+    status: str
+    message: str
+
+
+class SchemaUpdateAnswer(TypedDict):
+    database: str
+    tenant_id: str
+    added_fields: list[str]
+
+
+class CollectionDeleteAnswer(TypedDict):
+    database: str
+    collection: str
+    tenant_id: str
+    sub_tenant_id: str
+    deleted: bool
+    status: str
+    message: str
+
+
+class DatabaseDeleteAnswer(TypedDict):
+    database: str
+    tenant_id: str
+    status: str
+    message: str
+
+
+def _infra(ready: bool) -> Infra:
     return {
         "scheduler_status": ready,
         "graph_status": ready,
@@ -81,7 +168,7 @@ class DatabaseService:
         rec = self.require(principal, database)
         return [ms.parse_field(f, "schema") for f in rec.data.get("metadata_schema", [])]
 
-    def status(self, principal: Principal, database: str) -> dict[str, Any]:
+    def status(self, principal: Principal, database: str) -> DatabaseStatusAnswer:
         rec = self.require(principal, database)
         ready = rec.data.get("status") == READY
         return {
@@ -93,9 +180,9 @@ class DatabaseService:
             "message": "Success",
         }
 
-    def list(self, principal: Principal) -> dict[str, Any]:
+    def list(self, principal: Principal) -> DatabaseListAnswer:
         names: list[str] = []
-        failed: list[dict[str, str]] = []
+        failed: list[FailedDatabase] = []
         after: str | None = None
         while True:
             page = self._records.query(principal.org, rk.DATABASE, "", after=after, limit=1000)
@@ -119,7 +206,7 @@ class DatabaseService:
             "message": "Success",
         }
 
-    def list_collections(self, principal: Principal, database: str) -> dict[str, Any]:
+    def list_collections(self, principal: Principal, database: str) -> CollectionListAnswer:
         self.require(principal, database)
         cols: list[str] = []
         after: str | None = None
@@ -131,7 +218,7 @@ class DatabaseService:
             after = page.next_after
         return {"database": database, "collections": cols, "sub_tenant_ids": cols, "message": "Success"}
 
-    def stats(self, principal: Principal, database: str) -> dict[str, Any]:
+    def stats(self, principal: Principal, database: str) -> DatabaseStatsAnswer:
         self.require(principal, database)
         idx = self._search_index()
         knowledge = idx.count(principal.org, database, "knowledge") if idx else 0
@@ -145,7 +232,7 @@ class DatabaseService:
         }
 
     # ---- writes ------------------------------------------------------------------------
-    def create(self, principal: Principal, database: str, schema_raw: object, field: str) -> dict[str, Any]:
+    def create(self, principal: Principal, database: str, schema_raw: object, field: str) -> DatabaseCreateAnswer:
         validate_database_name(database)
         principal.check_database(database)
         schema = ms.parse_schema(schema_raw, field)
@@ -200,7 +287,7 @@ class DatabaseService:
                 pass  # deleted or changed meanwhile; the newer state wins
         self._records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 
-    def update_schema(self, principal: Principal, database: str, add_raw: object) -> dict[str, Any]:
+    def update_schema(self, principal: Principal, database: str, add_raw: object) -> SchemaUpdateAnswer:
         rec = self.require(principal, database)
         added = ms.parse_schema(add_raw, "add_fields")
         if not added:
@@ -224,7 +311,7 @@ class DatabaseService:
         except ConditionFailed:
             pass
 
-    def delete_collection(self, principal: Principal, database: str, collection: object) -> dict[str, Any]:
+    def delete_collection(self, principal: Principal, database: str, collection: object) -> CollectionDeleteAnswer:
         self.require(principal, database)
         if collection is None:
             raise ApiError(ErrorCode.INVALID_PARAMETERS, "'collection' is required")
@@ -247,7 +334,7 @@ class DatabaseService:
             "message": "Success",
         }
 
-    def delete(self, principal: Principal, database: str) -> dict[str, Any]:
+    def delete(self, principal: Principal, database: str) -> DatabaseDeleteAnswer:
         # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up. The
         # provisioning job may flip the record between the read and the mark: read it again (a few times).
         for attempt in range(5):

@@ -2,7 +2,7 @@
 
 One Converse call per chunk: the shared JSON-only instruction as the system prompt, the chunk as the
 user turn, temperature 0. The answer goes through the same parser as the local LLM extractor
-(`adapters/extraction_answer.py`), so both produce the same entities and relations; an answer that is
+(`adapters/models/extraction_answer.py`), so both produce the same entities and relations; an answer that is
 not that JSON (cut at maxTokens, refused, prose) yields nothing and a warning, never a failed item.
 Throttling and service faults raise StoreUnavailable: the graph step retries them as E6001.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws.faults import install as map_faults
-from ctxstore.adapters.extraction_answer import PROMPT, parse_answer
+from ctxstore.adapters.models.extraction_answer import PROMPT, parse_answer
 from ctxstore.ports.extractor import Extraction
 
 log = logging.getLogger("ctxstore.extractor")

@@ -9,7 +9,7 @@ password input, posted once, sealed by the service; no page, URL, redirect or lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -55,7 +55,7 @@ def _svc(caller: web.Caller) -> ConnectorService:
     return caller.services.connectors
 
 
-def is_live(c: dict[str, Any]) -> bool:
+def is_live(c: Mapping[str, Any]) -> bool:
     """Something is moving: the page polls faster."""
     return c.get("lifecycle") in LIVE_LIFECYCLES or c.get("sync_status") == "running"
 
@@ -235,7 +235,7 @@ def _discover(request: Request, caller: web.Caller, connector_id: str, status: i
         return _detail(request, caller, connector_id, status=err.status, problem=_not_started(request, err))
     rows = []
     for i, r in enumerate(found):
-        mine = configured.get(r["id"], {})
+        mine: Mapping[str, Any] = configured.get(r["id"], {})
         rows.append(
             {
                 "i": i,

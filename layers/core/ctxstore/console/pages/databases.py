@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -22,7 +23,7 @@ READINESS = [
 ]
 
 
-def readiness(status: dict[str, Any]) -> dict[str, Any]:
+def readiness(status: Mapping[str, Any]) -> dict[str, Any]:
     """The four infra flags of GET /databases/status, flattened for the page."""
     infra = status.get("infra") or {}
     flags = []

@@ -58,7 +58,7 @@ def graph_data(caller: web.Caller, db: str, g: dict[str, str]) -> dict[str, Any]
             "truncated": data.get("is_truncated"),
             "summary": f"{len(data.get('sources', []))} items, depth reached {data.get('max_depth_reached', 0)}",
         }
-    data = graphs.relations(
+    found = graphs.relations(
         p,
         db,
         collection,
@@ -68,12 +68,12 @@ def graph_data(caller: web.Caller, db: str, g: dict[str, str]) -> dict[str, Any]
         cursor_raw=None,
         principals=acl,
     )
-    groups = data.get("relations", [])
-    mentions = data.get("auxiliary_relations", [])  # with an id: the entities the item mentions
+    groups = found["relations"]
+    mentions = found["auxiliary_relations"]  # with an id: the entities the item mentions
     summary = f"{len(groups)} relation groups" + (f", {len(mentions)} mentioned entities" if mentions else "")
     return {
         "elements": snippets.relation_elements(groups + mentions),
-        "truncated": data.get("is_truncated") or data.get("auxiliary_truncated"),
+        "truncated": found["is_truncated"] or found["auxiliary_truncated"],
         "summary": summary,
     }
 

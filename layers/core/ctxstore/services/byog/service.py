@@ -30,6 +30,12 @@ from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryErro
 from ctxstore.ports.records import ConditionFailed, Put, Record, RecordStore
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
+from ctxstore.services.byog.answers import (
+    ByogCollectionDeleted,
+    ByogCollections,
+    ByogDatabaseCreated,
+    ByogDatabaseDeleted,
+)
 from ctxstore.services.byog.cypher_screen import QueryRejected, delete_probe, screen
 
 MAX_BODY_BYTES = 256 * 1024
@@ -123,7 +129,7 @@ class ByogService:
         principal.check_database(name)
         return name, rec
 
-    def create_database(self, principal: Principal, database: object) -> dict[str, Any]:
+    def create_database(self, principal: Principal, database: object) -> ByogDatabaseCreated:
         name = validate_database_name(database)
         principal.check_database(name)
         self._check_hosted(principal.org, name)
@@ -149,18 +155,18 @@ class ByogService:
         prefix = f"{GRAPH_PREFIX}{database}:"
         return [g[len(prefix) :] for g in self._graph.list_graphs(principal.org, prefix)]
 
-    def list_collections(self, principal: Principal, database: object) -> dict[str, Any]:
+    def list_collections(self, principal: Principal, database: object) -> ByogCollections:
         name, _ = self._require(principal, database)
         return {"database": name, "collections": self._collections(principal, name)}
 
-    def delete_collection(self, principal: Principal, database: object, collection: object) -> dict[str, Any]:
+    def delete_collection(self, principal: Principal, database: object, collection: object) -> ByogCollectionDeleted:
         name, _ = self._require(principal, database)
         col = validate_collection(collection)
         self._check_hosted(principal.org, name, col)
         self._graph.drop(principal.org, graph_name(name, col))
         return {"database": name, "collection": col, "deleted": True}
 
-    def delete_database(self, principal: Principal, database: object) -> dict[str, Any]:
+    def delete_database(self, principal: Principal, database: object) -> ByogDatabaseDeleted:
         name, rec = self._require(principal, database)
         # Graphs first, record last: a crash in between leaves the database listed, and deleting again finishes.
         cols = self._collections(principal, name)

@@ -25,6 +25,7 @@ from ctxstore.ports.connector_provider import (
 )
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
+from ctxstore.services.connectors import answers as ca
 from ctxstore.services.connectors.provider_errors import provider_failure
 from ctxstore.services.connectors.views import ACTIVE, INACTIVE, first_sync_done, is_active, resource_view, running
 
@@ -171,7 +172,7 @@ class ConnectorResources:
             configs.append(cfg)
         return configs
 
-    def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> ca.Configured:
         _, auth = self._svc._ready()
         rec = self._svc._connector(principal, connector_id)
         c = rec.data
@@ -237,7 +238,7 @@ class ConnectorResources:
             "warnings": warnings,
         }
 
-    def list_resources(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+    def list_resources(self, principal: Principal, connector_id: str) -> ca.ResourceList:
         rec = self._svc._connector(principal, connector_id)
         return {
             "resources": [
@@ -245,7 +246,7 @@ class ConnectorResources:
             ]
         }
 
-    def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> ca.ResourceView:
         self._svc._ready()
         rec = self._svc._connector(principal, connector_id)
         c = rec.data
@@ -279,7 +280,7 @@ class ConnectorResources:
             self._svc.store.update(principal.org, connector_id, lambda d: dict(d, next_sync_at=now))
         return resource_view(c, data)
 
-    def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> dict[str, Any]:
+    def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> ca.ResourceDeleted:
         self._svc._connector(principal, connector_id)
         if self._svc.store.resource(principal.org, connector_id, resource_id) is None:
             raise ApiError(ErrorCode.NOT_FOUND, f"resource '{resource_id}' is not configured on this connector")

@@ -10,7 +10,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, overload
 
 from ctxstore import observability as obs
 from ctxstore.config import ConnectorSettings
@@ -26,6 +26,7 @@ from ctxstore.ports.scheduler import Scheduler
 from ctxstore.ports.work_queue import Job, WorkQueue
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
+from ctxstore.services.connectors import answers as ca
 from ctxstore.services.connectors.credentials import ConnectorAuth, CredentialStore
 from ctxstore.services.connectors.dispatch import Dispatcher, unindexed
 from ctxstore.services.connectors.provider_errors import provider_failure
@@ -174,7 +175,7 @@ class ConnectorService:
         except ProviderError as exc:
             raise provider_failure(provider.info.provider, exc) from None
 
-    def _view(self, org: str, rec: Any) -> dict[str, Any]:
+    def _view(self, org: str, rec: Any) -> ca.ConnectorView:
         now = self._clock.now()
         resources = [r.data for r in self.store.resources(org, rec.sk)]
         provider = self.providers.get(str(rec.data["provider"]))
@@ -187,7 +188,11 @@ class ConnectorService:
         self._databases.require(principal, database)
 
     # ---- providers catalogue ---------------------------------------------------------------------
-    def catalogue(self, provider_id: str | None) -> dict[str, Any]:
+    @overload
+    def catalogue(self, provider_id: None) -> ca.Catalogue: ...
+    @overload
+    def catalogue(self, provider_id: str) -> ca.ProviderView: ...  # an empty id lists the catalogue, as None does
+    def catalogue(self, provider_id: str | None) -> ca.Catalogue | ca.ProviderView:
         if not provider_id:
             return catalogue_view(set(self.providers))
         provider = self.providers.get(provider_id)
@@ -196,7 +201,7 @@ class ConnectorService:
         return provider_view(provider.info, self._bounds(provider), self._reconcile_interval(provider))
 
     # ---- create / read / update / delete -----------------------------------------------------------
-    def create(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, principal: Principal, body: dict[str, Any]) -> ca.ConnectorView:
         creds_store, _ = self._ready()
         provider = self._provider(body.get("provider"))
         info = provider.info
@@ -213,11 +218,9 @@ class ConnectorService:
         except ValueError as exc:
             raise invalid(f"credentials: {exc}") from None
         instructions = rules.check_custom_instructions(body.get("custom_instructions"))
+        default_s, min_s, max_s = self._bounds(provider)
         interval = rules.resolve_interval(
-            body.get("sync_interval_seconds"),
-            default_s=self._bounds(provider)[0],
-            min_s=self._bounds(provider)[1],
-            max_s=self._bounds(provider)[2],
+            body.get("sync_interval_seconds"), default_s=default_s, min_s=min_s, max_s=max_s
         )
         name = body.get("name")
         if name is not None and not isinstance(name, str):
@@ -280,7 +283,7 @@ class ConnectorService:
         log.info("connector %s created (%s, scope %s)", connector_id, info.provider, scope)
         return self._view(principal.org, self._connector(principal, connector_id))
 
-    def list_connectors(self, principal: Principal, provider: str | None) -> dict[str, Any]:
+    def list_connectors(self, principal: Principal, provider: str | None) -> ca.ConnectorList:
         out = [
             self._view(principal.org, rec)
             for rec in self.store.connectors(principal.org)
@@ -288,15 +291,16 @@ class ConnectorService:
         ]
         return {"connectors": out}
 
-    def get(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+    def get(self, principal: Principal, connector_id: str) -> ca.ConnectorView:
         return self._view(principal.org, self._connector(principal, connector_id))
 
-    def update(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def update(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> ca.ConnectorUpdated:
         creds_store, _ = self._ready()
         rec = self._connector(principal, connector_id)
         c = rec.data
         provider = self._provider(c["provider"])
         info = provider.info
+        default_s, min_s, max_s = self._bounds(provider)
         known = {"sync_interval_seconds", "credentials", "custom_instructions", "name"}
         if not any(k in body and body[k] is not None for k in known):
             raise invalid("nothing to update: send sync_interval_seconds, credentials, custom_instructions or name")
@@ -304,10 +308,7 @@ class ConnectorService:
         changes: dict[str, Any] = {}
         if body.get("sync_interval_seconds") is not None:
             interval = rules.resolve_interval(
-                body["sync_interval_seconds"],
-                default_s=self._bounds(provider)[0],
-                min_s=self._bounds(provider)[1],
-                max_s=self._bounds(provider)[2],
+                body["sync_interval_seconds"], default_s=default_s, min_s=min_s, max_s=max_s
             )
             anchor = c.get("last_attempted_sync_at") or c.get("created_at") or now
             changes["sync_interval_seconds"] = interval
@@ -364,16 +365,16 @@ class ConnectorService:
         return {
             "connector_id": connector_id,
             "sync_interval_seconds": int(d["sync_interval_seconds"]),
-            "min_sync_interval_seconds": self._bounds(provider)[1],
-            "max_sync_interval_seconds": self._bounds(provider)[2],
-            "default_sync_interval_seconds": self._bounds(provider)[0],
+            "min_sync_interval_seconds": min_s,
+            "max_sync_interval_seconds": max_s,
+            "default_sync_interval_seconds": default_s,
             "next_sync_at": self._view(principal.org, updated)["next_sync_at"],
             "credentials_updated": credentials_updated,
             "custom_instructions": d.get("custom_instructions") or "",
             "name": d.get("name") or "",
         }
 
-    def delete(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+    def delete(self, principal: Principal, connector_id: str) -> ca.ConnectorDeleted:
         creds_store, _ = self._ready()
         rec = self._connector(principal, connector_id)
         org = principal.org
@@ -405,7 +406,7 @@ class ConnectorService:
 
     def discover(
         self, principal: Principal, connector_id: str, cursor: str | None, limit: int | None
-    ) -> dict[str, Any]:
+    ) -> ca.DiscoverPageView:
         _, auth = self._ready()
         rec = self._connector(principal, connector_id)
         provider = self._provider(rec.data["provider"])
@@ -419,7 +420,7 @@ class ConnectorService:
         )
         return discover_page_view(provider.info.provider, page, cursor is not None or limit is not None)
 
-    def preview(self, body: dict[str, Any], cursor: str | None, limit: int | None) -> dict[str, Any]:
+    def preview(self, body: dict[str, Any], cursor: str | None, limit: int | None) -> ca.DiscoverPageView:
         """Resources visible to credentials before any connector exists; nothing is stored (no token rotation)."""
         provider = self._provider(body.get("provider"))
         info = provider.info
@@ -441,20 +442,20 @@ class ConnectorService:
         return discover_page_view(info.provider, page, cursor is not None or limit is not None)
 
     # ---- resources (services/connectors/resources.py) ----------------------------------------------
-    def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def configure(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> ca.Configured:
         return self.resources.configure(principal, connector_id, body)
 
-    def list_resources(self, principal: Principal, connector_id: str) -> dict[str, Any]:
+    def list_resources(self, principal: Principal, connector_id: str) -> ca.ResourceList:
         return self.resources.list_resources(principal, connector_id)
 
-    def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def add_resource(self, principal: Principal, connector_id: str, body: dict[str, Any]) -> ca.ResourceView:
         return self.resources.add_resource(principal, connector_id, body)
 
-    def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> dict[str, Any]:
+    def delete_resource(self, principal: Principal, connector_id: str, resource_id: str) -> ca.ResourceDeleted:
         return self.resources.delete_resource(principal, connector_id, resource_id)
 
     # ---- syncing -------------------------------------------------------------------------------------
-    def trigger_sync(self, principal: Principal, connector_id: str, *, full: bool = False) -> dict[str, Any]:
+    def trigger_sync(self, principal: Principal, connector_id: str, *, full: bool = False) -> ca.SyncQueued:
         """Queue a sync now. `full`: every resource is also reconciled for deletions over everything synced
         from it, whatever its reconcile cadence (the request is kept on the connector until each resource
         has been reconciled, so it holds across chunks and restarts)."""

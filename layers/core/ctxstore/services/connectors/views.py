@@ -13,6 +13,7 @@ from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.connector_rules import CATALOGUE, LifecycleInputs, lifecycle
 from ctxstore.ports.connector_provider import DiscoverPage, ProviderInfo
 from ctxstore.ports.records import Record
+from ctxstore.services.connectors import answers as ca
 
 ACTIVE = "active"
 INACTIVE = "inactive"
@@ -75,11 +76,11 @@ def _message(state: str, c: dict[str, Any], s: LifecycleInputs) -> str:
 
 def connector_view(
     rec: Record, resources: list[dict[str, Any]], bounds: tuple[int, int] | None, now: float, unindexed: bool
-) -> dict[str, Any]:
+) -> ca.ConnectorView:
     c = rec.data
     inputs = lifecycle_inputs(c, resources, now, unindexed)
     state = lifecycle(inputs)
-    out: dict[str, Any] = {
+    out: ca.ConnectorView = {
         "connector_id": c["connector_id"],
         "provider": c["provider"],
         "name": c.get("name") or "",
@@ -127,7 +128,7 @@ def connector_view(
     return out
 
 
-def resource_view(connector: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+def resource_view(connector: dict[str, Any], r: dict[str, Any]) -> ca.ResourceView:
     database = r.get("database_override") or connector["database"]
     collection = r.get("collection_override") or connector.get("collection") or ""
     done = first_sync_done(r)
@@ -181,7 +182,7 @@ def _fields(items: Any) -> list[dict[str, Any]]:
     ]
 
 
-def provider_view(i: ProviderInfo, bounds: tuple[int, int, int], reconcile_interval: int) -> dict[str, Any]:
+def provider_view(i: ProviderInfo, bounds: tuple[int, int, int], reconcile_interval: int) -> ca.ProviderView:
     """One provider's catalogue entry; bounds are the sync interval's (default, min, max)."""
     return {
         "provider": i.provider,
@@ -203,7 +204,7 @@ def provider_view(i: ProviderInfo, bounds: tuple[int, int, int], reconcile_inter
     }
 
 
-def catalogue_view(available: set[str]) -> dict[str, Any]:
+def catalogue_view(available: set[str]) -> ca.Catalogue:
     """Every provider of the catalogue, with whether this server has it."""
     return {
         "providers": [
@@ -221,15 +222,14 @@ def catalogue_view(available: set[str]) -> dict[str, Any]:
     }
 
 
-def discover_page_view(provider: str, page: DiscoverPage, paged: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def discover_page_view(provider: str, page: DiscoverPage, paged: bool) -> ca.DiscoverPageView:
+    return {
         "provider": provider,
         "resources": [
             {"id": r.resource_id, "name": r.name, "resource_type": r.resource_type, "metadata": r.metadata}
             for r in page.resources
         ],
+        # Always named (the reference's discoverResponseBody): null and false once nothing is left.
+        "next_cursor": page.next_cursor if paged else None,
+        "has_more": paged and page.next_cursor is not None,
     }
-    # Always named (the reference's discoverResponseBody): null and false once nothing is left.
-    out["next_cursor"] = page.next_cursor if paged else None
-    out["has_more"] = paged and page.next_cursor is not None
-    return out

@@ -34,6 +34,7 @@ from ctxstore.retrieval.graph_context import GraphContextRequest
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
+from ctxstore.services.graphs.answers import RelationsAnswer, SubgraphAnswer
 from ctxstore.services.graphs.entity_graph import (
     BYOG,
     EXTRACTED,
@@ -244,7 +245,7 @@ class GraphService:
         limit_raw: str | None,
         cursor_raw: str | None,
         principals: list[str] | None,
-    ) -> dict[str, Any]:
+    ) -> RelationsAnswer:
         self._databases.require(principal, database)
         limit = positive_int(limit_raw, "limit", DEFAULT_RELATIONS_LIMIT)
         if not 1 <= limit <= MAX_RELATIONS_LIMIT:
@@ -346,7 +347,7 @@ class GraphService:
         depth_raw: str | None,
         max_sources_raw: str | None,
         principals: list[str] | None,
-    ) -> dict[str, Any]:
+    ) -> SubgraphAnswer:
         self._databases.require(principal, database)
         try:
             depth = positive_int(depth_raw, "depth", 5)
@@ -358,7 +359,7 @@ class GraphService:
         org = principal.org
         graph = graph_name(store, database, collection)
         ig = self.item_graph
-        answer: dict[str, Any] = {
+        answer: SubgraphAnswer = {
             "seed_source_id": item_id,
             "sources": [],
             "relations": [],

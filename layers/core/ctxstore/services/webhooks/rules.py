@@ -20,6 +20,7 @@ from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.ports.records import Put
 from ctxstore.services import record_kinds as rk
+from ctxstore.services.webhooks.answers import DeliveryView, WebhookState, WebhookView
 from ctxstore.services.webhooks.events import INDEXING_STATUS_CHANGED
 
 WEBHOOK_QUEUE = "webhooks"
@@ -153,12 +154,22 @@ def _decode_cursor(cursor: str) -> str:
     return sk
 
 
-def webhook_view(data: dict[str, Any], message: str = "Success", secret: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def webhook_state(data: dict[str, Any]) -> WebhookState:
+    return {
         "registered": True,
         "url": data["url"],
         "event_types": list(data["event_types"]),
         "signing_secret_configured": bool(data.get("signing_secret")),
+    }
+
+
+def webhook_view(data: dict[str, Any], message: str = "Success", secret: str | None = None) -> WebhookView:
+    state = webhook_state(data)
+    out: WebhookView = {
+        "registered": state["registered"],
+        "url": state["url"],
+        "event_types": state["event_types"],
+        "signing_secret_configured": state["signing_secret_configured"],
         "message": message,
     }
     if secret is not None:
@@ -187,7 +198,7 @@ def delivery_put(data: dict[str, Any], *, if_absent: bool = False, if_version: i
     )
 
 
-def delivery_view(d: dict[str, Any]) -> dict[str, Any]:
+def delivery_view(d: dict[str, Any]) -> DeliveryView:
     return {
         "delivery_id": d["delivery_id"],
         "doc_id": d.get("doc_id", ""),

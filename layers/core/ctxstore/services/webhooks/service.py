@@ -36,6 +36,7 @@ from ctxstore.ports.records import ConditionFailed, Put, Record, RecordStore
 from ctxstore.ports.work_queue import Job, WorkQueue
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
+from ctxstore.services.webhooks import answers as wa
 from ctxstore.services.webhooks.rules import (
     COMPLETED,
     DEFAULT_EVENT_TYPES,
@@ -63,6 +64,7 @@ from ctxstore.services.webhooks.rules import (
     new_delivery_id,
     parse_url,
     signed_headers,
+    webhook_state,
     webhook_view,
 )
 
@@ -128,7 +130,7 @@ class WebhookService:
         event_types: list[str] | None,
         signing_secret: str | None,
         generate_signing_secret: bool,
-    ) -> dict[str, Any]:
+    ) -> wa.WebhookView:
         if signing_secret is not None and generate_signing_secret:
             raise invalid("signing_secret and generate_signing_secret are mutually exclusive")
         types = DEFAULT_EVENT_TYPES if event_types is None else list(dict.fromkeys(event_types))
@@ -173,22 +175,20 @@ class WebhookService:
                 continue
         raise ApiError(ErrorCode.CONFLICT, "the webhook is being changed concurrently; retry")
 
-    def get(self, p: Principal) -> dict[str, Any]:
+    def get(self, p: Principal) -> wa.WebhookState:
         rec = self._webhook(p)
         if rec is None:
             return {"registered": False, "url": "", "event_types": [], "signing_secret_configured": False}
-        view = webhook_view(rec.data)
-        view.pop("message")
-        return view
+        return webhook_state(rec.data)
 
-    def delete(self, p: Principal) -> dict[str, Any]:
+    def delete(self, p: Principal) -> wa.WebhookDeleted:
         self._require_webhook(p)
         deleted = self._records.delete(p.org, rk.WEBHOOK, "", p.key_prefix)
         if not deleted:
             raise ApiError(ErrorCode.NOT_FOUND, "no indexing webhook is registered for this API key")
         return {"deleted": True, "message": "Success"}
 
-    def set_secret(self, p: Principal, signing_secret: str | None) -> dict[str, Any]:
+    def set_secret(self, p: Principal, signing_secret: str | None) -> wa.SecretSet:
         self._require_webhook(p)
         if signing_secret is not None:
             check_secret(signing_secret)
@@ -202,7 +202,7 @@ class WebhookService:
         self._update_webhook(p, change)
         return {"generated": signing_secret is None, "signing_secret": secret, "message": "Success"}
 
-    def clear_secret(self, p: Principal) -> dict[str, Any]:
+    def clear_secret(self, p: Principal) -> wa.WebhookView:
         self._require_webhook(p)
 
         def change(old: dict[str, Any] | None) -> dict[str, Any]:
@@ -384,14 +384,14 @@ class WebhookService:
     # ---- delivery records --------------------------------------------------------------------
     def list_deliveries(
         self, p: Principal, limit: int | None, cursor: str | None, status: str | None
-    ) -> dict[str, Any]:
+    ) -> wa.DeliveryPage:
         n = DEFAULT_PAGE if limit is None else limit
         if not 1 <= n <= MAX_PAGE:
             raise invalid(f"limit must be between 1 and {MAX_PAGE}")
         if status is not None and status not in DELIVERY_STATUSES:
             raise invalid(f"status must be one of {', '.join(DELIVERY_STATUSES)}")
         after = _decode_cursor(cursor) if cursor else None
-        out: list[dict[str, Any]] = []
+        out: list[wa.DeliveryView] = []
         next_cursor: str | None = None
         while True:
             page = self._records.query(
@@ -419,10 +419,10 @@ class WebhookService:
             raise ApiError(ErrorCode.NOT_FOUND, f"delivery '{delivery_id}' not found")
         return rec
 
-    def get_delivery(self, p: Principal, delivery_id: str) -> dict[str, Any]:
+    def get_delivery(self, p: Principal, delivery_id: str) -> wa.DeliveryView:
         return delivery_view(self._require_delivery(p, delivery_id).data)
 
-    def retry_delivery(self, p: Principal, delivery_id: str) -> dict[str, Any]:
+    def retry_delivery(self, p: Principal, delivery_id: str) -> wa.RetryQueued:
         """Queue a failed or permanently failed delivery again, with a fresh attempt budget.
 
         It goes to the URL registered now (the delivery's webhook_url is updated to it).
@@ -453,7 +453,7 @@ class WebhookService:
         return {"delivery_id": delivery_id, "queued": True, "message": "Success"}
 
     # ---- test delivery -----------------------------------------------------------------------
-    def send_test(self, p: Principal) -> dict[str, Any]:
+    def send_test(self, p: Principal) -> wa.WebhookTestResult:
         """POST a signed `webhook.test` event now and report what the endpoint answered; the attempt is kept
         in the delivery history like any delivery (so it can be inspected, and retried if it failed)."""
         hook = self._require_webhook(p)

@@ -1,6 +1,6 @@
 """The JSON answer both LLM extractors ask for, and its checked conversion to the port's types.
 
-Shared by `local.llm_extractor` (OpenAI-compatible endpoint) and `aws.bedrock_extractor` (Bedrock
+Shared by `models.llm_extractor` (OpenAI-compatible endpoint) and `aws.bedrock_extractor` (Bedrock
 Converse), which may not import each other: one prompt, one parser, the same entities and relations.
 Malformed answers are dropped (logged), never stored.
 """

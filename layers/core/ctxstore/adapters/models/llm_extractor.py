@@ -2,13 +2,13 @@
 
 One request per chunk asks for JSON `{entities: [{key, name, type}], relations: [{source,
 target, predicate, context, confidence, temporal_details}]}`; the answer is checked and
-anything malformed is dropped rather than stored (`adapters/extraction_answer.py`, shared with Bedrock).
+anything malformed is dropped rather than stored (`adapters/models/extraction_answer.py`, shared with Bedrock).
 """
 
 from __future__ import annotations
 
-from ctxstore.adapters.extraction_answer import PROMPT, parse_answer
-from ctxstore.adapters.local.openai_chat import ChatClient
+from ctxstore.adapters.models.extraction_answer import PROMPT, parse_answer
+from ctxstore.adapters.models.openai_chat import ChatClient
 from ctxstore.ports.extractor import Extraction
 
 __all__ = ["PROMPT", "LlmExtractor", "parse_answer"]

@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Sequence
 
-from ctxstore.adapters.local.openai_chat import ChatClient
+from ctxstore.adapters.models.openai_chat import ChatClient
 
 log = logging.getLogger("ctxstore.inferrer")
 
