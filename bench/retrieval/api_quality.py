@@ -140,11 +140,18 @@ def main() -> None:
     ap.add_argument("--locomo-convs", type=int, default=0)
     ap.add_argument("--parts", default="scifact,turns,pairs")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--extractor",
+        default="",
+        help="CTXSTORE_EXTRACTOR for the server (e.g. none: no relation extraction, so the wait for"
+        " `completed` is short; the chunks and every figure here are the same, graph context is off)",
+    )
     args = ap.parse_args()
     parts = args.parts.split(",")
-    result: dict[str, Any] = {"load_at_start": load()}
+    result: dict[str, Any] = {"load_at_start": load(), "extractor": args.extractor or "default"}
     lc = LoCoMo.load(args.locomo_convs)
-    with tempfile.TemporaryDirectory() as tmp, Api(Path(tmp) / "data") as api:
+    env = {"CTXSTORE_EXTRACTOR": args.extractor} if args.extractor else None
+    with tempfile.TemporaryDirectory() as tmp, Api(Path(tmp) / "data", env=env) as api:
         if "scifact" in parts:
             result["scifact"] = scifact(api, args.scifact_docs)
         if "turns" in parts:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctxstore.ports.search_index import Hit
-from ctxstore.retrieval.fusion import Candidate, LaneHits, combine, fuse, ranked
+from ctxstore.retrieval.fusion import Candidate, LaneHits, combine, fuse, lane_hits, ranked
 from ctxstore.retrieval.signals import choose_alpha, route
 from ctxstore.retrieval.thinking import clauses, feedback_terms, rerank
 
@@ -27,6 +27,26 @@ def test_large_lanes_use_clipped_z_scores() -> None:
     vec = {f"k{i}": 0.50 + 0.001 * i for i in range(20)}
     mixed = fuse([_lane("keyword", kw), _lane("vector", vec)], 0.5)
     assert mixed["k5"].score == 0.0
+
+
+def test_a_complete_lane_counts_the_candidates_it_did_not_match_as_zeros() -> None:
+    """One keyword hit among 100 vector hits: the keyword lane matched nothing else, so its hit stands
+    far above the zeros of every other candidate, not at 1.0 beside vector z-scores of 3 and more."""
+    vec = {f"v{i}": 0.30 + 0.002 * i + (0.1 if i >= 95 else 0.0) for i in range(100)}  # a few strong leaders
+    vec["token"] = 0.31
+    kw = LaneHits("knowledge", "keyword", [Hit("token", "token", "", 7.5)], complete=True)
+    vector = LaneHits("knowledge", "vector", [Hit(k, k, "", v) for k, v in vec.items()], complete=False)
+    out = ranked(fuse([kw, vector], 0.4).values())
+    assert out[0].chunk_id == "token"
+    # The same hit from a lane cut at its limit (other chunks may match) keeps the best-score scale.
+    cut = LaneHits("knowledge", "keyword", kw.hits, complete=False)
+    assert ranked(fuse([cut, vector], 0.4).values())[0].chunk_id != "token"
+
+
+def test_lane_hits_are_complete_when_fewer_than_asked() -> None:
+    hits = [Hit("a", "a", "", 1.0)]
+    assert lane_hits("knowledge", "keyword", hits, 100).complete
+    assert not lane_hits("knowledge", "keyword", hits, 1).complete
 
 
 def test_combine_weights_runs() -> None:

@@ -8,6 +8,10 @@ BM25 alone (R@10 0.60 vs 0.58 BM25, 0.64 with clipped z-scores), while on SciFac
 nDCG@10 0.734 (min-max 0.732, reciprocal-rank fusion 0.724). Numbers: docs/benchmarks.md.
 A lane with only a handful of hits (a small collection) has no usable spread; it is divided by
 its best score instead, so every hit keeps a non-zero score for weights and recency to act on.
+A lane that returned fewer hits than it was asked for (`complete`) matched nothing else: every other
+candidate scores exactly 0 there, and its z-scores count those zeros. Without them a unique term
+(one keyword hit among 1,000 similar items) scored 1.0 against the vector lane's z of 3-4 for
+chunks that merely resembled the query, and fell out of `fast`'s top 10 while `text` ranked it first.
 """
 
 from __future__ import annotations
@@ -38,13 +42,21 @@ class LaneHits:
     store: Store
     lane: str  # "keyword" or "vector"
     hits: Sequence[Hit]
+    complete: bool = False  # fewer hits than asked for: no other chunk in scope matches this lane
+
+
+def lane_hits(store: Store, lane: str, hits: Sequence[Hit], limit: int) -> LaneHits:
+    return LaneHits(store, lane, hits, complete=len(hits) < limit)
 
 
 MIN_Z_SAMPLE = 10  # below this many hits a lane's spread says little: divide by its best score instead
 
 
-def _normaliser(lanes: Iterable[LaneHits], lane: str) -> Callable[[float], float]:
-    scores = [h.score for lh in lanes if lh.lane == lane for h in lh.hits]
+def _normaliser(lanes: Sequence[LaneHits], lane: str, candidates: int) -> Callable[[float], float]:
+    mine = [lh for lh in lanes if lh.lane == lane]
+    scores = [h.score for lh in mine for h in lh.hits]
+    if mine and all(lh.complete for lh in mine) and candidates >= MIN_Z_SAMPLE:
+        scores += [0.0] * (candidates - len(scores))  # the candidates this lane did not match
     if len(scores) < MIN_Z_SAMPLE:
         best = max(scores, default=0.0)
         return lambda s: max(s, 0.0) / best if best > 0 else 0.0
@@ -56,7 +68,8 @@ def _normaliser(lanes: Iterable[LaneHits], lane: str) -> Callable[[float], float
 
 def fuse(lanes: Sequence[LaneHits], alpha: float) -> dict[str, Candidate]:
     """Convex mix of clipped z-scores per lane; a chunk missing from a lane gets 0 there."""
-    norms = {"keyword": _normaliser(lanes, "keyword"), "vector": _normaliser(lanes, "vector")}
+    candidates = len({h.chunk_id for lh in lanes for h in lh.hits})
+    norms = {lane: _normaliser(lanes, lane, candidates) for lane in ("keyword", "vector")}
     out: dict[str, Candidate] = {}
     for lh in lanes:
         norm_of = norms[lh.lane]

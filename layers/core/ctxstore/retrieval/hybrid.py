@@ -19,7 +19,7 @@ from ctxstore import observability as obs
 from ctxstore.ports.embedder import Embedder
 from ctxstore.ports.reranker import Reranker
 from ctxstore.ports.search_index import SearchFilter, SearchIndex, Store
-from ctxstore.retrieval.fusion import LaneHits
+from ctxstore.retrieval.fusion import LaneHits, lane_hits
 
 Vector = npt.NDArray[np.float32]
 
@@ -63,17 +63,20 @@ class HybridRetriever:
 
     def keyword_lanes(self, scope: RetrievalScope, text: str, operator: str, depth: int) -> list[LaneHits]:
         return [
-            LaneHits(
+            lane_hits(
                 store,
                 "keyword",
                 self.index.keyword_search(scope.org, scope.filter(store), text, limit=depth, operator=operator),
+                depth,
             )
             for store in scope.stores
         ]
 
     def vector_lanes(self, scope: RetrievalScope, vector: Vector, depth: int) -> list[LaneHits]:
         return [
-            LaneHits(store, "vector", self.index.vector_search(scope.org, scope.filter(store), vector, limit=depth))
+            lane_hits(
+                store, "vector", self.index.vector_search(scope.org, scope.filter(store), vector, limit=depth), depth
+            )
             for store in scope.stores
         ]
 

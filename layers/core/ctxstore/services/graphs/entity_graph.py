@@ -61,6 +61,24 @@ REL_VISIBLE = "(r.public OR size([t IN $tokens WHERE r.acl CONTAINS t]) > 0)"
 
 
 @dataclass(frozen=True)
+class Props:
+    """An entity or an evidence edge as read for the graph context of a query: its properties only.
+
+    Whole nodes and edges cost the client three more round trips on each read (a new graph handle per
+    query resolves label, property and type ids with `db.labels()` and the like); projected scalars none."""
+
+    properties: dict[str, Any]
+
+
+Triple = tuple[Props, Props, Props]  # source entity, target entity, evidence
+
+
+def _triple(row: Sequence[Any]) -> Triple:
+    a, b, r = row
+    return Props(_props(ENTITY_KEYS, a)), Props(_props(ENTITY_KEYS, b)), Props(_props(EVIDENCE_KEYS, r))
+
+
+@dataclass(frozen=True)
 class EntityRow:
     eid: str
     name: str
@@ -105,8 +123,8 @@ def entity_ref(props: dict[str, Any], provider: str = "") -> dict[str, Any]:
     }
 
 
-def evidence(e: GraphEdge | dict[str, Any], *, epoch: bool) -> dict[str, Any]:
-    p = e.properties if isinstance(e, GraphEdge) else e
+def evidence(e: GraphEdge | Props | dict[str, Any], *, epoch: bool) -> dict[str, Any]:
+    p = e if isinstance(e, dict) else e.properties
     ts = float(p.get("ts") or 0.0)
     out: dict[str, Any] = {
         "canonical_predicate": p.get("canon", ""),
@@ -385,24 +403,24 @@ class EntityGraph:
         return [(str(i), e.properties) for i, e in res.rows]
 
     # ---- query graph context -------------------------------------------------------------
-    def chunk_edges(self, org: str, graph: str, chunk_ids: Sequence[str], cap: int) -> list[tuple[Any, Any, GraphEdge]]:
+    def chunk_edges(self, org: str, graph: str, chunk_ids: Sequence[str], cap: int) -> list[Triple]:
         res = self._g.query(
             org,
             graph,
-            "UNWIND $cids AS cid MATCH (a)-[r:REL]->(b) WHERE r.chunk_id = cid RETURN a, b, r LIMIT $cap",
+            f"UNWIND $cids AS cid MATCH (a)-[r:REL]->(b) WHERE r.chunk_id = cid RETURN {ENDS}, {EVIDENCE} LIMIT $cap",
             {"cids": list(chunk_ids), "cap": cap},
             read_only=True,
         )
-        return [(a, b, r) for a, b, r in res.rows]
+        return [_triple(row) for row in res.rows]
 
-    def neighbour_edges(self, org: str, graph: str, eids: Sequence[str], cap: int) -> list[tuple[Any, Any, GraphEdge]]:
+    def neighbour_edges(self, org: str, graph: str, eids: Sequence[str], cap: int) -> list[Triple]:
         res = self._g.query(
             org,
             graph,
             "UNWIND $eids AS eid MATCH (x:Entity {eid: eid}) MATCH (x)-[g:GROUP]-(y) "
             "WITH DISTINCT startNode(g) AS a, endNode(g) AS b, g ORDER BY g.score DESC LIMIT $cap "
-            "MATCH (a)-[r:REL]->(b) RETURN a, b, r",
+            f"MATCH (a)-[r:REL]->(b) RETURN {ENDS}, {EVIDENCE}",
             {"eids": list(eids), "cap": cap},
             read_only=True,
         )
-        return [(a, b, r) for a, b, r in res.rows]
+        return [_triple(row) for row in res.rows]

@@ -463,7 +463,7 @@ class GraphService:
         chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
         terms = set(_WORD.findall(request.query.casefold()))
         chunk_groups: list[dict[str, Any]] = []
-        paths: list[dict[str, Any]] = []
+        scored: list[tuple[float, tuple[Any, Any, Any]]] = []
         for collection in request.collections:
             graph = graph_name(request.store, request.database, collection)
             edges = self.entities.chunk_edges(request.org, graph, list(request.chunk_ids), 20 * request.max_groups)
@@ -484,11 +484,14 @@ class GraphService:
                 )
                 overlap = len(terms & set(_WORD.findall(text.casefold())))
                 score = float(r.properties.get("confidence") or 0) * (1 + overlap) / (1 + len(terms))
-                paths.append(path_group([str(r.properties.get("chunk_id") or "")], [(a, b, r)], score))
+                scored.append((round(score, 6), (a, b, r)))
         chunk_groups.sort(key=lambda g: -g["relevancy_score"])
-        paths.sort(key=lambda g: -g["relevancy_score"])
         chunk_groups = chunk_groups[: request.max_groups]
-        paths = paths[: request.max_groups]
+        # Only the best max_groups paths are answered: shape those (a hash and two entity views each), not all.
+        scored.sort(key=lambda s: -s[0])
+        paths = [
+            path_group([str(t[2].properties.get("chunk_id") or "")], [t], s) for s, t in scored[: request.max_groups]
+        ]
         mapping: dict[str, list[str]] = {}
         for g in chunk_groups + paths:
             for cid in g["source_chunk_ids"]:
