@@ -18,12 +18,13 @@ machine), so the corpus is built from real vectors and grown from them, labelled
   small noise (norm ~0.1), so each new row sits between real texts the way a note on several topics does.
 
 Queries: unseen SciFact claims and LoCoMo questions (2:1), embedded by the model. Ground truth: the exact top 100
-by dot product. Each configuration (dtype-connectivity-expansion_add) is built once on one thread (build time
-labelled with the load it ran under) and saved under ~/.cache/ctxstore-ann/mix; its search is swept over the breadth (expansion_search) and the number of
-candidates rescored exactly in float32 (the lane asks 2 x limit + 8 = 208 at limit 100), one thread, with
-recall@100, p50/p95, build time and memory per vector, and the filtered case (one collection in 10, the lane's
-over-fetch). The current lane (1-bit shortlist + exact rescoring) and the exact scan are measured in the same
-run: compare ratios, the machine is shared. Writes bench/results/ann_1m.json (merged per size).
+by dot product. Each configuration (dtype-connectivity-expansion_add) is built once on one thread (build
+time labelled with the load it ran under) and saved under ~/.cache/ctxstore-ann/mix; its search is swept
+over the breadth (expansion_search) and the number of candidates rescored exactly in float32 (the lane
+asks 2 x limit + 8 = 208 at limit 100), one thread, with recall@100, p50/p95, build time and memory per
+vector, and the filtered case (one collection in 10, the lane's over-fetch). The current lane (1-bit
+shortlist + exact rescoring) and the exact scan are measured in the same run: compare ratios, the machine is
+shared. Writes bench/results/ann_1m.json (merged per size).
 """
 
 from __future__ import annotations
