@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxstore.adapters.local.mapped_rows import release_pages
 from ctxstore.adapters.local.vector_cache import VectorScope
 
 ScopeKey = tuple[str, str, str]  # org, database, store
@@ -55,6 +56,7 @@ class AnnKeeper:
             ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
         else:  # the bulk of a catch-up, without the lock
             ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
+        release_pages(mat)  # the build read every row; the index's queries read only their candidates
         with self._lock:
             cache.install_ann(ann)  # the writes made meanwhile
         if ann.dirty:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
+
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
     from ctxstore.adapters.local.ann_index import AnnIndex
 
@@ -99,6 +101,7 @@ class ScopeView:
     codes: Codes | None
     center: Vector | None
     ann: AnnIndex | None = None
+    file_rows: FileRows | None = None  # reads rows of `mat` when it maps a snapshot file
 
 
 @dataclass
@@ -125,6 +128,11 @@ class VectorScope:
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
     ann: AnnIndex | None = None  # kept current with every add and remove once installed
+    # Set while `mat` is a snapshot's mapping (opened at once: a later snapshot may unlink the file).
+    file_rows: FileRows | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.file_rows = FileRows.of(self.mat)
 
     @classmethod
     def empty(cls, generation: int, dim: int, capacity: int = 1024) -> VectorScope:
@@ -167,6 +175,7 @@ class VectorScope:
         alive = np.zeros(new_cap, dtype=np.bool_)
         alive[: self.n] = self.alive[: self.n]
         self.mat, self.ids, self.coll, self.alive = mat, ids, coll, alive
+        self.file_rows = None
 
     def _check_ascending(self, rowids: npt.NDArray[np.int64]) -> None:
         last = self.ids[self.n - 1] if self.n else np.iinfo(np.int64).min
@@ -212,6 +221,7 @@ class VectorScope:
         keep = np.flatnonzero(self.alive[: self.n])
         # Fresh arrays: readers holding the old ones keep a consistent view.
         self.mat = self.mat[keep].copy()
+        self.file_rows = None
         self.ids = self.ids[keep].copy()
         self.coll = self.coll[keep].copy()
         self.alive = np.ones(len(keep), dtype=np.bool_)
@@ -283,6 +293,7 @@ class VectorScope:
             codes=self.codes[:, :n] if approximate and self.codes is not None else None,
             center=self.center if approximate else None,
             ann=self.ann,
+            file_rows=self.file_rows,
         )
 
 
@@ -331,7 +342,9 @@ def _rescored(
     view: ScopeView, query: Vector, rows: npt.NDArray[np.int64], k: int
 ) -> tuple[npt.NDArray[np.int64], Vector]:
     """The best k of `rows` (positions in the view) by their exact dot products."""
-    return _top(view.ids[rows], _scores(view.mat[rows], query), k)
+    few = view.file_rows is not None and rows.size <= PREAD_MAX_ROWS
+    gathered = view.file_rows.take(rows) if few and view.file_rows is not None else view.mat[rows]
+    return _top(view.ids[rows], _scores(gathered, query), k)
 
 
 def _ann_candidates(
