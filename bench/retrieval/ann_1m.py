@@ -229,23 +229,98 @@ def run_size(label: str, real: Vectors, qs: Vectors, configs: list[str]) -> dict
     return out
 
 
+_CHILD_STATUS = ("VmRSS", "VmHWM", "RssAnon", "RssFile")
+
+
+def _status_mb() -> dict[str, float]:
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        name = line.split(":")[0]
+        if name in _CHILD_STATUS:
+            out[name] = round(int(line.split()[1]) / 1024, 1)
+    return out
+
+
+def memory_child(label: str, lane_name: str, config: str, n_queries: int) -> None:
+    """One process: the scope as a restart finds it (matrix memory-mapped from a .npy, as vector snapshots are),
+    the lane's index loaded (HNSW file) or its codes computed (shortlist), then the queries; prints RSS."""
+    from ctxstore.adapters.local.ann_index import AnnIndex
+
+    qs = queries(n_queries)
+    truth = list(np.load(CACHE / f"ann1m-truth-{label}-{len(qs)}.npy"))
+    mat = np.asarray(np.load(INDEXES / f"rows-{label}.npy", mmap_mode="r"))
+    n, dim = mat.shape
+    out: dict[str, Any] = {"lane": lane_name, "start_mb": _status_mb()}
+    scope = VectorScope(
+        generation=0,
+        dim=dim,
+        mat=mat,
+        ids=np.arange(n, dtype=np.int64),
+        coll=np.zeros(n, dtype=np.int32),
+        alive=np.ones(n, dtype=np.bool_),
+        n=n,
+        coll_codes={"c": 0},
+    )
+    t0 = time.perf_counter()
+    if lane_name == "hnsw":
+        ann = AnnIndex.load(INDEXES / f"{config}-{n}.usearch", dim)
+        assert ann is not None
+        scope.install_ann(ann)
+    view = scope.view(approximate=lane_name == "shortlist")
+    out["ready_s"] = round(time.perf_counter() - t0, 2)
+    out["ready_mb"] = _status_mb()
+    found, lat = timed(lambda q: nearest(view, q, view.alive.copy(), 2 * K + 8)[0][:K], qs)
+    out.update({"recall@100": round(recall(found, truth), 4), **lat, "after_queries_mb": _status_mb()})
+    print(json.dumps(out), flush=True)
+
+
+def memory(label: str, config: str, n_queries: int) -> dict[str, Any]:
+    """Resident memory and latency of the lane in a fresh process each, HNSW against the shortlist."""
+    import subprocess
+    import sys
+
+    out: dict[str, Any] = {"load_avg_start": os.getloadavg()}
+    for lane_name in ("hnsw", "shortlist"):
+        args = [sys.executable, "-m", "bench.retrieval.ann_1m", "memory-child", "--sizes", label]
+        args += ["--configs", config, "--lane", lane_name, "--queries", str(n_queries)]
+        done = subprocess.run(args, capture_output=True, text=True, cwd=REPO, check=False)
+        if done.returncode != 0:
+            out[lane_name] = {"error": done.stderr[-500:]}
+        else:
+            out[lane_name] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{label}: memory {lane_name} {out[lane_name]}", flush=True)
+    out["load_avg_end"] = os.getloadavg()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["prepare", "measure"])
+    ap.add_argument("step", choices=["prepare", "measure", "memory", "memory-child"])
+    ap.add_argument("--lane", default="hnsw")
     ap.add_argument("--sizes", nargs="+", default=["real"])
     ap.add_argument("--configs", nargs="+", default=["i8-16-128"])
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1, help="build threads (prepare)")
     args = ap.parse_args()
+    if args.step == "memory-child":
+        memory_child(args.sizes[0], args.lane, args.configs[0], args.queries)
+        return
     real = real_vectors()
     qs = queries(args.queries)
     if args.step == "prepare":
         for label in args.sizes:
             rows, _ = corpus(label, real, qs)
+            if not (INDEXES / f"rows-{label}.npy").exists():  # what `memory` maps, as a snapshot is mapped
+                np.save(INDEXES / f"rows-{label}.npy", rows)
             for config in args.configs:
                 print(f"{label}: {config} {build(rows, config, args.threads)[1]}", flush=True)
         return
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.step == "memory":
+        for label in args.sizes:
+            results.setdefault(label, {})[f"memory_{args.configs[0]}"] = memory(label, args.configs[0], args.queries)
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return
     results["diagnostic"] = "in-process; real vectors grown by mixtures to each size; see the module docstring"
     for label in args.sizes:
         prev = results.get(label, {})
