@@ -280,7 +280,9 @@ def memory(label: str, config: str, n_queries: int) -> dict[str, Any]:
     import sys
 
     out: dict[str, Any] = {"load_avg_start": os.getloadavg()}
-    for lane_name in ("hnsw", "shortlist"):
+    n = np.load(INDEXES / f"rows-{label}.npy", mmap_mode="r").shape[0]
+    built = (INDEXES / f"{config}-{n}.usearch").exists()
+    for lane_name in ("hnsw", "shortlist") if built else ("shortlist",):
         args = [sys.executable, "-m", "bench.retrieval.ann_1m", "memory-child", "--sizes", label]
         args += ["--configs", config, "--lane", lane_name, "--queries", str(n_queries)]
         done = subprocess.run(args, capture_output=True, text=True, cwd=REPO, check=False)
@@ -298,7 +300,7 @@ def main() -> None:
     ap.add_argument("step", choices=["prepare", "measure", "memory", "memory-child"])
     ap.add_argument("--lane", default="hnsw")
     ap.add_argument("--sizes", nargs="+", default=["real"])
-    ap.add_argument("--configs", nargs="+", default=["i8-16-128"])
+    ap.add_argument("--configs", nargs="*", default=["i8-16-128"])
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1, help="build threads (prepare)")
     args = ap.parse_args()

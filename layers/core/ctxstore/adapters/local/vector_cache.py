@@ -41,9 +41,11 @@ Codes = npt.NDArray[np.uint64]
 APPROX_MIN_ROWS = 20_000
 SHORTLIST_MIN = 4_000
 _BLAS_MIN_ROWS = 50_000
-# Off unless the owner asks (SqliteSearchIndex(ann_min_rows=...)): on the 1M corpus grown from SciFact
-# vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add 128) reached only
-# recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998 (ann_choice.py).
+# Off unless the owner asks (SqliteSearchIndex(ann_min_rows=...), CTXSTORE_VECTOR_ANN_MIN_ROWS): on the 1M
+# corpus grown from SciFact vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add
+# 128) reached only recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998
+# (ann_choice.py); on 107,556 real vectors (the 100k corpus ingested through the API plus LoCoMo turns) it
+# needs breadth 768 for 0.980, where the shortlist keeps 0.995 at the same p50 (ann_1m.py, docs/benchmarks.md).
 # When asked, the HNSW index answers for scopes this large: at 20k rows it took 0.55 ms a query against 7.1 ms for the
 # exact scan in the same run (recall@100 0.988; bench/retrieval/ann_choice.py, load ~9), for 614 B a row of
 # memory and ~13 s of building in the background; smaller scopes keep the scan. A filter keeps a share of
