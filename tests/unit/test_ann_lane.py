@@ -296,3 +296,29 @@ def test_the_index_is_off_unless_the_setting_asks_and_the_local_runtime_passes_i
             assert c.search_index._ann.min_rows == expected
         finally:
             c.close()
+
+
+def test_rows_added_after_a_start_survive_the_release_and_are_rescored_from_memory(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A snapshot is mapped copy-on-write and rows written since the start fill its spare rows in private pages:
+    the release after a build must leave those pages (MADV_DONTNEED would reset them to the file's zeros), and
+    pread, which reads the file, must not serve them."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+    scope_file(tmp_path / "search.db.ann", KEY).unlink()
+    fresh = -rows[:40]  # unlike every saved row: each is its own nearest neighbour
+    reopened = _open(tmp_path)
+    try:
+        reopened.upsert(ORG, _docs(fresh, first=len(rows)))  # caught up into the spare rows on the next load
+        for i in range(0, 40, 3):
+            top = reopened.vector_search(ORG, _flt(), fresh[i], limit=3)[0]
+            assert top.chunk_id == f"k{len(rows) + i}" and top.score == pytest.approx(1.0, abs=1e-5)
+        scope = reopened._vectors[KEY]
+        assert scope.ann is not None and scope.file_rows is not None and scope.file_rows.rows == len(rows)
+    finally:
+        reopened.close()

@@ -29,13 +29,22 @@ def _mapping(mat: Vector) -> np.memmap | None:
     return base if isinstance(base, np.memmap) else None
 
 
-def release_pages(mat: Vector) -> bool:
-    """Drop a mapped matrix's pages from this process's resident set (they stay in the page cache and come
-    back on the next read); answers whether it was mapped. After an index build has read every row."""
+def release_pages(mat: Vector, rows: int) -> bool:
+    """Drop the pages of a mapped matrix's first `rows` rows (those read from its file) from this process's
+    resident set; they stay in the page cache and come back on the next read. Answers whether it was mapped.
+
+    Only whole pages before row `rows` go: a snapshot is mapped copy-on-write and rows added after the start
+    fill its spare rows in private pages, which MADV_DONTNEED would discard (vector_snapshot.py); rows below
+    `rows` are never written in place (vector_cache.py)."""
     mapped = _mapping(mat)
     if mapped is None or not isinstance(mapped.base, mmap.mmap):
         return False
-    mapped.base.madvise(mmap.MADV_DONTNEED)
+    # np.memmap maps from the allocation granule holding its offset; the data starts that far into the map.
+    start = int(mapped.offset) % mmap.ALLOCATIONGRANULARITY + (mat.ctypes.data - mapped.ctypes.data)
+    end = start + rows * mat.shape[1] * mat.itemsize
+    length = end - end % mmap.PAGESIZE
+    if length > 0:
+        mapped.base.madvise(mmap.MADV_DONTNEED, 0, length)
     return True
 
 
@@ -51,8 +60,9 @@ class FileRows:
         weakref.finalize(self, os.close, fd)  # views hold it: closed when the last one goes
 
     @classmethod
-    def of(cls, mat: Vector) -> FileRows | None:
-        """A reader of `mat` when it is a C-ordered float32 mapping of a whole file's matrix, else None."""
+    def of(cls, mat: Vector, rows: int) -> FileRows | None:
+        """A reader of the first `rows` rows of `mat` (those its file holds: a copy-on-write mapping's later rows
+        live in memory only) when it is a C-ordered float32 mapping of a file, else None."""
         mapped = _mapping(mat)
         if mapped is None or mapped.filename is None or mat.dtype != np.float32 or not mat.flags.c_contiguous:
             return None
@@ -61,9 +71,10 @@ class FileRows:
             fd = os.open(mapped.filename, os.O_RDONLY)
         except OSError:  # replaced since it was mapped: the mapping still serves
             return None
-        return cls(fd, int(mapped.offset) + start, mat.shape[0], mat.shape[1])
+        return cls(fd, int(mapped.offset) + start, rows, mat.shape[1])
 
     def take(self, at: npt.NDArray[np.int64]) -> Vector:
+        """Rows `at`, all below `rows`."""
         out = np.empty((len(at), self._dim), dtype=np.float32)
         buf = out.data.cast("B")
         size = self._row_bytes

@@ -130,11 +130,12 @@ class VectorScope:
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
     ann: AnnIndex | None = None  # kept current with every add and remove once installed
-    # Set while `mat` is a snapshot's mapping (opened at once: a later snapshot may unlink the file).
+    # Set while `mat` is a snapshot's mapping, for the rows read from its file (opened at once: a later
+    # snapshot may unlink the file; rows added since live in copy-on-write pages, read through the mapping).
     file_rows: FileRows | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.file_rows = FileRows.of(self.mat)
+        self.file_rows = FileRows.of(self.mat, self.n)
 
     @classmethod
     def empty(cls, generation: int, dim: int, capacity: int = 1024) -> VectorScope:
@@ -344,8 +345,11 @@ def _rescored(
     view: ScopeView, query: Vector, rows: npt.NDArray[np.int64], k: int
 ) -> tuple[npt.NDArray[np.int64], Vector]:
     """The best k of `rows` (positions in the view) by their exact dot products."""
-    few = view.file_rows is not None and rows.size <= PREAD_MAX_ROWS
-    gathered = view.file_rows.take(rows) if few and view.file_rows is not None else view.mat[rows]
+    reader = view.file_rows
+    if reader is not None and 0 < rows.size <= PREAD_MAX_ROWS and int(rows.max()) < reader.rows:
+        gathered = reader.take(rows)
+    else:
+        gathered = view.mat[rows]
     return _top(view.ids[rows], _scores(gathered, query), k)
 
 
