@@ -170,3 +170,26 @@ def test_rows_out_of_rowid_order_are_refused() -> None:
     with pytest.raises(ValueError, match="ascending"):
         scope.add_block(np.array([12, 11]), ["c", "c"], np.ones((2, 4), np.float32))
     assert scope.n == 1
+
+
+def test_encoding_a_scope_holds_no_copy_of_its_matrix() -> None:
+    """The center and the codes are computed in place and in blocks: gathering the alive rows for the mean and
+    comparing every row at once held 1.25x the matrix again (3.5 GB peak at 1M rows, ann_1m.py's memory step)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(1)
+    n, dim = 150_000, 384
+    rows = rng.standard_normal((n, dim)).astype(np.float32)
+    scope = VectorScope.empty(0, dim, capacity=n)
+    scope.add_block(np.arange(1, n + 1, dtype=np.int64), ["c"] * n, rows)
+    scope.remove(range(1, 1001))  # tombstones: the mean is of the alive rows
+    tracemalloc.start()
+    try:
+        scope.view(approximate=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < rows.nbytes // 4, (peak, rows.nbytes)
+    assert scope.center is not None
+    assert np.allclose(scope.center, rows[1000:].mean(axis=0), atol=1e-5)
+    assert scope.codes is not None and np.array_equal(scope.codes, vector_cache.sign_codes(rows, scope.center))

@@ -76,13 +76,30 @@ def shortlist_size(rows: int, k: int, minimum: int = SHORTLIST_MIN) -> int:
     return max(minimum, 16 * k, rows // 20)
 
 
+_CODE_BLOCK = 65_536  # rows compared at once: the boolean temporary stays ~25 MB (384 MB at 1M rows in one go)
+
+
 def sign_codes(rows: Vector, center: Vector) -> Codes:
     """1-bit codes, one column per row: shape (words, rows) so the distance is a few flat passes."""
-    bits = np.packbits(rows > center, axis=1)  # (rows, dim/8) bytes, zero-padded to whole words
-    pad = (-bits.shape[1]) % 8
-    if pad:
-        bits = np.pad(bits, ((0, 0), (0, pad)))
+    width = -(-rows.shape[1] // 64) * 8  # bytes per row, zero-padded to whole words
+    bits = np.zeros((rows.shape[0], width), dtype=np.uint8)
+    for start in range(0, rows.shape[0], _CODE_BLOCK):
+        block = np.packbits(rows[start : start + _CODE_BLOCK] > center, axis=1)
+        bits[start : start + len(block), : block.shape[1]] = block
     return np.ascontiguousarray(bits.view(np.uint64).T)
+
+
+def _mean_of_alive(mat: Vector, alive: npt.NDArray[np.bool_]) -> Vector:
+    """The mean of the alive rows without gathering them (a copy of the matrix: 1.5 GB at 1M rows)."""
+    live = int(alive.sum())
+    if live == 0:
+        return np.zeros(mat.shape[1], dtype=np.float32)
+    total = mat.sum(axis=0, dtype=np.float64)
+    dead = np.flatnonzero(~alive)
+    for start in range(0, len(dead), _CODE_BLOCK):
+        total -= mat[dead[start : start + _CODE_BLOCK]].sum(axis=0, dtype=np.float64)
+    mean: Vector = (total / live).astype(np.float32)
+    return mean
 
 
 def hamming(codes: Codes, query_code: Codes) -> npt.NDArray[np.uint16]:
@@ -266,8 +283,7 @@ class VectorScope:
         """Bring the codes up to `n` rows; a new center (and full re-encode) when the scope has doubled."""
         live = self.n - self.dead
         if self.center is None or live >= 2 * self.centered_at:
-            rows = self.mat[: self.n][self.alive[: self.n]]
-            self.center = rows.mean(axis=0).astype(np.float32) if len(rows) else np.zeros(self.dim, np.float32)
+            self.center = _mean_of_alive(self.mat[: self.n], self.alive[: self.n])
             self.centered_at = max(1, live)
             self.codes = sign_codes(self.mat[: self.n], self.center)
             self.coded = self.n
