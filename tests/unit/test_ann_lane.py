@@ -245,3 +245,80 @@ def test_a_scope_reloaded_after_another_writer_keeps_its_index_caught_up(
     finally:
         other.close()
         index.close()
+
+
+def _resident_kb(path_part: str) -> int:
+    """Resident kB of this process's mappings of files whose path holds `path_part` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(maxsplit=1)[0]
+        if "-" in first and ":" not in first:  # a mapping's header: "start-end perms offset dev inode path"
+            inside = path_part in line
+        elif inside and first == "Rss:":
+            total += int(line.split()[1])
+    return total
+
+
+def test_an_index_build_leaves_the_snapshot_matrix_out_of_the_resident_set(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The build reads every row of the memory-mapped matrix (1.5 GB at 1M); its pages are then released, and
+    queries answered by the index read their candidates' rows with pread, which maps nothing (through the
+    mapping, each row faults in up to 16 pages: a few queries here map the whole matrix again)."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)  # the scope in memory (and its index)
+    index.close()  # saves the vector snapshot (the matrix as a .npy file)
+    scope_file(tmp_path / "search.db.ann", KEY).unlink()  # the next start builds the index from the mapping
+    matrix_kb = rows.nbytes // 1024
+    reopened = _open(tmp_path)
+    try:
+        for q in queries[:5]:
+            assert len(reopened.vector_search(ORG, _flt(), q, limit=10)) == 10
+        assert reopened._vectors[KEY].ann is not None
+        resident = _resident_kb(".mat.npy")
+        assert resident < matrix_kb // 4, (resident, matrix_kb)  # without the release: the whole matrix
+    finally:
+        reopened.close()
+
+
+def test_the_index_is_off_unless_the_setting_asks_and_the_local_runtime_passes_it(tmp_path: Path) -> None:
+    from ctxstore.config import Settings
+    from ctxstore.runtime import build_container
+
+    assert Settings().vector_ann_min_rows == 0
+    for asked, expected in ((0, None), (50_000, 50_000)):
+        c = build_container(Settings(data_dir=tmp_path / str(asked), vector_ann_min_rows=asked))
+        try:
+            assert isinstance(c.search_index, SqliteSearchIndex)
+            assert c.search_index._ann.min_rows == expected
+        finally:
+            c.close()
+
+
+def test_rows_added_after_a_start_survive_the_release_and_are_rescored_from_memory(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A snapshot is mapped copy-on-write and rows written since the start fill its spare rows in private pages:
+    the release after a build must leave those pages (MADV_DONTNEED would reset them to the file's zeros), and
+    pread, which reads the file, must not serve them."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+    scope_file(tmp_path / "search.db.ann", KEY).unlink()
+    fresh = -rows[:40]  # unlike every saved row: each is its own nearest neighbour
+    reopened = _open(tmp_path)
+    try:
+        reopened.upsert(ORG, _docs(fresh, first=len(rows)))  # caught up into the spare rows on the next load
+        for i in range(0, 40, 3):
+            top = reopened.vector_search(ORG, _flt(), fresh[i], limit=3)[0]
+            assert top.chunk_id == f"k{len(rows) + i}" and top.score == pytest.approx(1.0, abs=1e-5)
+        scope = reopened._vectors[KEY]
+        assert scope.ann is not None and scope.file_rows is not None and scope.file_rows.rows == len(rows)
+    finally:
+        reopened.close()

@@ -80,7 +80,7 @@ def test_a_changed_large_scope_is_saved_while_running_and_only_when_due(tmp_path
     index.upsert("org", _docs(rng, range(310, 320)))
     assert index.save_due_snapshots() == 1  # 21 changes
     saved = vector_snapshot.load(index._snapshots, KEY)
-    assert saved is not None and saved.n == 319 and 0 not in saved.pos
+    assert saved is not None and saved.n == 319 and 0 not in saved.ids[: saved.n]
     _crash(index)
 
 

@@ -55,7 +55,11 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     from ctxstore.adapters.models.rule_inferrer import RuleInferrer
 
     c.workflow = QueueWorkflowStarter(c.queue)
-    index = SqliteSearchIndex(settings.data_dir / "search.db", snapshot_every_s=settings.vector_snapshot_s)
+    index = SqliteSearchIndex(
+        settings.data_dir / "search.db",
+        snapshot_every_s=settings.vector_snapshot_s,
+        ann_min_rows=settings.vector_ann_min_rows or None,
+    )
     c.search_index = index
     c.embedder = CachedEmbedder(
         LocalEmbedder(

@@ -35,13 +35,15 @@ from usearch.index import Index
 Vector = npt.NDArray[np.float32]
 RowIds = npt.NDArray[np.int64]
 
-# i8 codes: 384 B per 384-d vector plus the graph (533 B a vector on disk, 640 in memory). The i8 distances
+# i8 codes: 384 B per 384-d vector plus the graph (533 B a vector on disk, 640-790 in memory). The i8 distances
 # misorder close rows, so the lane rescores the candidates from float32: 208 candidates (limit 100) at
-# breadth 384 gave recall@100 0.990 at 100k rows, 0.980 at 256 (bench/retrieval/ann_choice.py).
+# breadth 384 gave recall@100 0.990 on 100k rows grown from SciFact vectors (bench/retrieval/ann_choice.py),
+# but only 0.964 on 107,556 real vectors, where 0.980 takes breadth 768 (bench/retrieval/ann_1m.py; f16
+# reaches 0.986 at 512 for 1.8x the memory, i8 with connectivity 32 only 0.946).
 DTYPE = "i8"
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
-EXPANSION_SEARCH = 384
+EXPANSION_SEARCH = 768
 _BUILD_BLOCK = 65_536
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxstore.adapters.local.mapped_rows import release_pages
 from ctxstore.adapters.local.vector_cache import VectorScope
 
 ScopeKey = tuple[str, str, str]  # org, database, store
@@ -50,11 +51,13 @@ class AnnKeeper:
         path = scope_file(self.directory, key)
         with self._lock:
             ids, mat, at = cache.alive_rows()
+            from_file = cache.file_rows.rows if cache.file_rows is not None else 0  # rows of `mat` its file holds
         ann = AnnIndex.load(path, cache.dim)
         if ann is None:
             ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
         else:  # the bulk of a catch-up, without the lock
             ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
+        release_pages(mat, from_file)  # the build read every row; the index's queries read only their candidates
         with self._lock:
             cache.install_ann(ann)  # the writes made meanwhile
         if ann.dirty:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
+
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
     from ctxstore.adapters.local.ann_index import AnnIndex
 
@@ -39,9 +41,11 @@ Codes = npt.NDArray[np.uint64]
 APPROX_MIN_ROWS = 20_000
 SHORTLIST_MIN = 4_000
 _BLAS_MIN_ROWS = 50_000
-# Off unless the owner asks (SqliteSearchIndex(ann_min_rows=...)): on the 1M corpus grown from SciFact
-# vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add 128) reached only
-# recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998 (ann_choice.py).
+# Off unless the owner asks (SqliteSearchIndex(ann_min_rows=...), CTXSTORE_VECTOR_ANN_MIN_ROWS): on the 1M
+# corpus grown from SciFact vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add
+# 128) reached only recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998
+# (ann_choice.py); on 107,556 real vectors (the 100k corpus ingested through the API plus LoCoMo turns) it
+# needs breadth 768 for 0.980, where the shortlist keeps 0.995 at the same p50 (ann_1m.py, docs/benchmarks.md).
 # When asked, the HNSW index answers for scopes this large: at 20k rows it took 0.55 ms a query against 7.1 ms for the
 # exact scan in the same run (recall@100 0.988; bench/retrieval/ann_choice.py, load ~9), for 614 B a row of
 # memory and ~13 s of building in the background; smaller scopes keep the scan. A filter keeps a share of
@@ -72,13 +76,30 @@ def shortlist_size(rows: int, k: int, minimum: int = SHORTLIST_MIN) -> int:
     return max(minimum, 16 * k, rows // 20)
 
 
+_CODE_BLOCK = 65_536  # rows compared at once: the boolean temporary stays ~25 MB (384 MB at 1M rows in one go)
+
+
 def sign_codes(rows: Vector, center: Vector) -> Codes:
     """1-bit codes, one column per row: shape (words, rows) so the distance is a few flat passes."""
-    bits = np.packbits(rows > center, axis=1)  # (rows, dim/8) bytes, zero-padded to whole words
-    pad = (-bits.shape[1]) % 8
-    if pad:
-        bits = np.pad(bits, ((0, 0), (0, pad)))
+    width = -(-rows.shape[1] // 64) * 8  # bytes per row, zero-padded to whole words
+    bits = np.zeros((rows.shape[0], width), dtype=np.uint8)
+    for start in range(0, rows.shape[0], _CODE_BLOCK):
+        block = np.packbits(rows[start : start + _CODE_BLOCK] > center, axis=1)
+        bits[start : start + len(block), : block.shape[1]] = block
     return np.ascontiguousarray(bits.view(np.uint64).T)
+
+
+def _mean_of_alive(mat: Vector, alive: npt.NDArray[np.bool_]) -> Vector:
+    """The mean of the alive rows without gathering them (a copy of the matrix: 1.5 GB at 1M rows)."""
+    live = int(alive.sum())
+    if live == 0:
+        return np.zeros(mat.shape[1], dtype=np.float32)
+    total = mat.sum(axis=0, dtype=np.float64)
+    dead = np.flatnonzero(~alive)
+    for start in range(0, len(dead), _CODE_BLOCK):
+        total -= mat[dead[start : start + _CODE_BLOCK]].sum(axis=0, dtype=np.float64)
+    mean: Vector = (total / live).astype(np.float32)
+    return mean
 
 
 def hamming(codes: Codes, query_code: Codes) -> npt.NDArray[np.uint16]:
@@ -99,11 +120,18 @@ class ScopeView:
     codes: Codes | None
     center: Vector | None
     ann: AnnIndex | None = None
+    file_rows: FileRows | None = None  # reads rows of `mat` when it maps a snapshot file
 
 
 @dataclass
 class VectorScope:
-    """An in-memory copy of one scope's vectors; rows are appended, deletions are tombstones."""
+    """An in-memory copy of one scope's vectors; rows are appended, deletions are tombstones.
+
+    Rows are appended in ascending rowid order (SQLite's AUTOINCREMENT never reuses one; a scope loads ORDER BY
+    id), so a row is found by a binary search of `ids` rather than a dict of every rowid (~100 B a row in
+    Python objects: ~100 MB at 1M). A write that would break the order raises ValueError: the owner then drops
+    the scope and reads it again from SQLite.
+    """
 
     generation: int
     dim: int
@@ -113,13 +141,18 @@ class VectorScope:
     alive: npt.NDArray[np.bool_]
     n: int = 0
     dead: int = 0
-    pos: dict[int, int] = field(default_factory=dict)
     coll_codes: dict[str, int] = field(default_factory=dict)
     center: Vector | None = None
     codes: Codes | None = None  # (words, capacity), valid for rows [0, coded)
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
     ann: AnnIndex | None = None  # kept current with every add and remove once installed
+    # Set while `mat` is a snapshot's mapping, for the rows read from its file (opened at once: a later
+    # snapshot may unlink the file; rows added since live in copy-on-write pages, read through the mapping).
+    file_rows: FileRows | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.file_rows = FileRows.of(self.mat, self.n)
 
     @classmethod
     def empty(cls, generation: int, dim: int, capacity: int = 1024) -> VectorScope:
@@ -137,13 +170,13 @@ class VectorScope:
         count = len(rowids)
         if rows.shape != (count, self.dim):
             raise ValueError(f"vector block {rows.shape} does not match {count} rows of this scope's {self.dim}")
+        self._check_ascending(rowids)
         self._grow(count)
         start, end = self.n, self.n + count
         self.mat[start:end] = rows
         self.ids[start:end] = rowids
         self.coll[start:end] = [self.coll_codes.setdefault(c, len(self.coll_codes)) for c in collections]
         self.alive[start:end] = True
-        self.pos.update(zip(rowids.tolist(), range(start, end), strict=True))
         self.n = end
         if self.ann is not None:
             self.ann.add(rowids, rows)
@@ -162,8 +195,15 @@ class VectorScope:
         alive = np.zeros(new_cap, dtype=np.bool_)
         alive[: self.n] = self.alive[: self.n]
         self.mat, self.ids, self.coll, self.alive = mat, ids, coll, alive
+        self.file_rows = None
+
+    def _check_ascending(self, rowids: npt.NDArray[np.int64]) -> None:
+        last = self.ids[self.n - 1] if self.n else np.iinfo(np.int64).min
+        if len(rowids) and (rowids[0] <= last or bool(np.any(np.diff(rowids) <= 0))):
+            raise ValueError("rows must be added in ascending rowid order")
 
     def add(self, rows: Sequence[tuple[int, str, Vector]]) -> None:
+        self._check_ascending(np.asarray([r[0] for r in rows], dtype=np.int64))
         self._grow(len(rows))
         for rowid, collection, vector in rows:
             if vector.shape != (self.dim,):
@@ -174,21 +214,26 @@ class VectorScope:
             self.ids[i] = rowid
             self.coll[i] = code
             self.alive[i] = True
-            self.pos[rowid] = i
             self.n += 1
         if self.ann is not None and rows:
             self.ann.add(np.asarray([r[0] for r in rows], dtype=np.int64), np.stack([r[2] for r in rows]))
 
+    def _positions(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Positions of those of `rowids` this scope holds alive (others are dropped)."""
+        if self.n == 0 or len(rowids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        ids = self.ids[: self.n]
+        at: npt.NDArray[np.int64] = np.minimum(np.searchsorted(ids, rowids), self.n - 1).astype(np.int64)
+        found: npt.NDArray[np.int64] = at[(ids[at] == rowids) & self.alive[at]]
+        return found
+
     def remove(self, rowids: Iterable[int]) -> None:
-        gone = []
-        for rowid in rowids:
-            i = self.pos.pop(rowid, None)
-            if i is not None:
-                self.alive[i] = False
-                self.dead += 1
-                gone.append(rowid)
-        if self.ann is not None and gone:
-            self.ann.remove(np.asarray(gone, dtype=np.int64))
+        at = np.unique(self._positions(np.fromiter(rowids, dtype=np.int64)))
+        if at.size:
+            self.alive[at] = False
+            self.dead += int(at.size)
+            if self.ann is not None:
+                self.ann.remove(self.ids[at])
         if self.dead > max(1024, self.n // 4):
             self._compact()
 
@@ -196,6 +241,7 @@ class VectorScope:
         keep = np.flatnonzero(self.alive[: self.n])
         # Fresh arrays: readers holding the old ones keep a consistent view.
         self.mat = self.mat[keep].copy()
+        self.file_rows = None
         self.ids = self.ids[keep].copy()
         self.coll = self.coll[keep].copy()
         self.alive = np.ones(len(keep), dtype=np.bool_)
@@ -205,7 +251,6 @@ class VectorScope:
             self.coded = len(coded_keep)
         self.n = len(keep)
         self.dead = 0
-        self.pos = {int(r): i for i, r in enumerate(self.ids)}
 
     @property
     def live(self) -> int:
@@ -220,7 +265,11 @@ class VectorScope:
         return self.ids[keep], self.mat, keep
 
     def rows_of(self, rowids: npt.NDArray[np.int64]) -> Vector:
-        rows: Vector = self.mat[[self.pos[int(r)] for r in rowids]]
+        """The vectors of alive rows (ascending rowids)."""
+        at = self._positions(np.asarray(rowids, dtype=np.int64))
+        if at.size != len(rowids):
+            raise KeyError("rows_of asked for rows this scope does not hold alive")
+        rows: Vector = self.mat[at]
         return rows
 
     def install_ann(self, ann: AnnIndex) -> tuple[int, int]:
@@ -234,8 +283,7 @@ class VectorScope:
         """Bring the codes up to `n` rows; a new center (and full re-encode) when the scope has doubled."""
         live = self.n - self.dead
         if self.center is None or live >= 2 * self.centered_at:
-            rows = self.mat[: self.n][self.alive[: self.n]]
-            self.center = rows.mean(axis=0).astype(np.float32) if len(rows) else np.zeros(self.dim, np.float32)
+            self.center = _mean_of_alive(self.mat[: self.n], self.alive[: self.n])
             self.centered_at = max(1, live)
             self.codes = sign_codes(self.mat[: self.n], self.center)
             self.coded = self.n
@@ -264,6 +312,7 @@ class VectorScope:
             codes=self.codes[:, :n] if approximate and self.codes is not None else None,
             center=self.center if approximate else None,
             ann=self.ann,
+            file_rows=self.file_rows,
         )
 
 
@@ -312,7 +361,12 @@ def _rescored(
     view: ScopeView, query: Vector, rows: npt.NDArray[np.int64], k: int
 ) -> tuple[npt.NDArray[np.int64], Vector]:
     """The best k of `rows` (positions in the view) by their exact dot products."""
-    return _top(view.ids[rows], _scores(view.mat[rows], query), k)
+    reader = view.file_rows
+    if reader is not None and 0 < rows.size <= PREAD_MAX_ROWS and int(rows.max()) < reader.rows:
+        gathered = reader.take(rows)
+    else:
+        gathered = view.mat[rows]
+    return _top(view.ids[rows], _scores(gathered, query), k)
 
 
 def _ann_candidates(

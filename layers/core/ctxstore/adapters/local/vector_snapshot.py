@@ -167,7 +167,6 @@ def load(folder: Path, key: ScopeKey, generation: int | None = None) -> VectorSc
         coll=np.concatenate([coll, np.zeros(room - count, dtype=np.int32)]),
         alive=alive,
         n=count,
-        pos=dict(zip(ids.tolist(), range(count), strict=True)),
         coll_codes={name: code for code, name in enumerate(names)},
         codes=codes,
         coded=count if codes is not None else 0,
