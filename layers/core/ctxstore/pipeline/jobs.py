@@ -6,6 +6,7 @@ from typing import Any
 
 from ctxstore.config import WebhookSettings
 from ctxstore.domain.items import ItemRef
+from ctxstore.pipeline.graph_batches import GraphBatches
 from ctxstore.pipeline.index_batches import IndexBatches
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
@@ -29,6 +30,9 @@ GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.
 INDEX_BATCH = 8
+# Graph jobs a worker claims at once: they share one extraction call and the graph and status writes
+# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28).
+GRAPH_BATCH = 32
 
 
 def webhook_retry(o: WebhookSettings) -> RetryPolicy:
@@ -130,6 +134,8 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             on_failure=pipeline.on_give_up,
             background=True,
             max_running=max(1, threads - 1),
+            batch_handler=GraphBatches(pipeline, svc.items, svc.graphs).handle if svc.graphs is not None else None,
+            batch=GRAPH_BATCH,
         )
     )
     return specs

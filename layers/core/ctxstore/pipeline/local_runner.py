@@ -147,6 +147,13 @@ class LocalRunner:
                 return 0
             self._running[spec.name] = running + 1
         try:
+            if spec.batch_handler is not None and spec.batch > 1:
+                # No even split here: the background lane has its own threads, and its batch shares the
+                # handler's fixed costs (an extraction call, the graph writes) between many jobs.
+                jobs = self._claim(spec, spec.batch)
+                if jobs:
+                    self._settle_batch(spec, jobs)
+                return len(jobs)
             jobs = self._claim(spec, 1)
             for job in jobs:
                 self._run(spec, job)
@@ -210,6 +217,12 @@ class LocalRunner:
         jobs = self._claim(spec, max(1, min(spec.batch, share)))
         if not jobs:
             return 0
+        self._settle_batch(spec, jobs)
+        return len(jobs)
+
+    def _settle_batch(self, spec: QueueSpec, jobs: list[Job]) -> None:
+        """Run a batch handler over claimed jobs and record each job's outcome."""
+        assert spec.batch_handler is not None
         try:
             errors = spec.batch_handler(jobs)
         except Exception as exc:  # the handler itself broke: every job of the batch ends as if it had
@@ -222,7 +235,6 @@ class LocalRunner:
                 unrecorded = exc
         if unrecorded is not None:
             raise unrecorded
-        return len(jobs)
 
     def _settle(self, spec: QueueSpec, job: Job, exc: BaseException | None) -> Outcome:
         """Record a job's outcome: done, a retry after backoff (transient), or given up."""
