@@ -98,7 +98,7 @@ def _one_by_one(app: LocalApp) -> LocalRunner:
 def test_a_batch_of_graph_jobs_writes_the_same_graph_as_one_job_at_a_time(app: LocalApp) -> None:
     app.create_ready_database(ONE_BY_ONE)
     counting = _CountingExtractor(app.container.extractor)
-    app.container.extractor = counting  # type: ignore[assignment]
+    app.container.extractor = counting
     _ingest(app, ONE_BY_ONE)
     _one_by_one(app).drain()
     singles = list(counting.calls)
