@@ -20,11 +20,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tests.support.app import LocalApp, make_app
+
 from bench.api_client import SciFact
 from ctxstore.adapters.local.spacy_extractor import SpacyExtractor, load_pipeline
 from ctxstore.pipeline.jobs import GRAPH_QUEUE, queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
-from tests.support.app import LocalApp, make_app
 
 HERE = Path(__file__).parent
 RESULTS = HERE.parent / "results" / "graph_pace.json"
@@ -44,7 +45,7 @@ def _timed_drain(runner: LocalRunner) -> float:
     return time.perf_counter() - t
 
 
-def _spacy(texts: list[str], batch: int) -> dict[str, float]:
+def _spacy(texts: list[str], batch: int) -> dict[str, Any]:
     nlp = load_pipeline()
     list(nlp.pipe(texts[:16]))
     t = time.perf_counter()

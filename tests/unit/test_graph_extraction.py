@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -148,7 +149,7 @@ def test_a_broken_pool_is_replaced_and_the_call_still_answered() -> None:
 
 
 def _cpu_ticks(pid: int) -> int:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 

@@ -12,8 +12,8 @@ becomes `temporal_details`. No model is downloaded: loading fails loudly if the 
 spaCy holds the GIL for most of its work, so two pipeline threads extracting at once take turns on
 one core. With `processes > 0` the models run in a pool of spawned processes (one per process, shared
 by every extractor in this process) and the threads only wait on it: the measured ingest rate went
-from 22 to about 40 chunks/s on two cores. A batch is split between the processes. A pool that breaks (a child killed) is replaced, and that
-call is answered in-process, so a job never fails for it.
+from 22 to about 40 chunks/s on two cores. A batch is split between the processes. A pool that breaks
+(a child killed) is replaced, and that call is answered in-process, so a job never fails for it.
 """
 
 from __future__ import annotations
