@@ -23,9 +23,10 @@ from ctxstore.services.webhooks.service import WebhookService
 # The same numbers as the Retry blocks of statemachines/ingest.asl.json (the E6001 path); tests/aws checks it.
 # max_attempts counts attempts; the ASL's MaxAttempts counts retries (max_attempts - 1).
 INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max_delay_s=30.0)
-# The graph step of an indexed item (relations, graph writes, completed): a background queue on threads of
-# its own (one fewer than the runner has), so a new item never waits behind extraction, while extraction
-# (nice-10 processes) uses the cores' spare time during indexing instead of starting after it (issue 28).
+# The graph step of an indexed item (relations, graph writes, completed): a background queue, run only
+# when no index job waits and by one thread fewer than the runner has, so items become searchable at
+# the embedder's pace and a new item never waits behind extraction. (A thread of its own, running during
+# indexing, QueueSpec.own_threads, was tried in issue 28: searchable looked slower in the one loaded run.)
 GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.
@@ -134,7 +135,6 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             on_failure=pipeline.on_give_up,
             background=True,
             max_running=max(1, threads - 1),
-            own_threads=True,
             batch_handler=GraphBatches(pipeline, svc.items, svc.graphs).handle if svc.graphs is not None else None,
             batch=GRAPH_BATCH,
         )
