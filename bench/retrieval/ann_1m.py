@@ -47,7 +47,7 @@ from ctxstore.adapters.local.ann_index import Index  # loads onnxruntime before 
 from bench.retrieval.ann_choice import K, exact_top, recall, timed  # isort: skip
 from bench.retrieval.baselines import CACHE, load_jsonl  # isort: skip
 from bench.retrieval.run import LOCOMO, REPO, SCIFACT  # isort: skip
-from ctxstore.adapters.local.local_embedder import LocalEmbedder  # isort: skip
+from ctxstore.adapters.models.local_embedder import LocalEmbedder  # isort: skip
 from ctxstore.adapters.local.vector_cache import VectorScope, nearest  # isort: skip
 
 RESULTS = REPO / "bench" / "results" / "ann_1m.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -145,3 +146,26 @@ def test_a_broken_pool_is_replaced_and_the_call_still_answered() -> None:
     assert spacy_extractor._pool is not pool
     assert pooled.extract_many(TEXTS) == expected  # and by a fresh pool afterwards
     assert spacy_extractor._pool is not None and spacy_extractor._pool is not pool
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_a_batch_is_shared_by_every_extraction_process_in_order() -> None:
+    if spacy_extractor._pool is not None:  # a pool of another size from an earlier test
+        spacy_extractor._drop_pool(spacy_extractor._pool)
+    texts = [f"{t} Item {i} was reviewed by Grace Hopper in Boston." for i in range(40) for t in TEXTS]
+    expected = SpacyExtractor().extract_many(texts)
+    pooled = SpacyExtractor(processes=2)
+    pool = spacy_extractor._shared_pool(2)
+    for f in [pool.submit(spacy_extractor._extract_in_child, TEXTS) for _ in range(4)]:
+        f.result()  # both children spawned and warm
+    pids = list(pool._processes)
+    assert len(pids) == 2
+    before = [_cpu_ticks(p) for p in pids]
+    assert pooled.extract_many(texts) == expected  # the slices come back in order
+    spent = [_cpu_ticks(p) - b for p, b in zip(pids, before, strict=True)]
+    assert min(spent) >= 0.25 * max(spent) > 0, spent
+    spacy_extractor._drop_pool(pool)

@@ -107,3 +107,31 @@ def test_claim_takes_ready_and_expired_jobs_oldest_first_and_skips_live_leases(t
     assert got[2].attempts == 2
     assert q.claim("q", lease_s=300, limit=10) == []
     assert live.job_id == "leased-live" and expired.job_id == "expired"
+
+
+def test_a_background_queue_with_a_batch_handler_takes_its_batch_once_the_foreground_is_empty(tmp_path: Path) -> None:
+    q = _queue(tmp_path)
+    order: list[list[str]] = []
+
+    def handle(jobs: Sequence[Job]) -> list[BaseException | None]:
+        order.append([j.job_id for j in jobs])
+        return [TransientError("graph busy") if j.job_id == "g1" and j.attempts == 1 else None for j in jobs]
+
+    fg = QueueSpec("index", lambda job: order.append([job.job_id]))
+    bg = QueueSpec(
+        "graph",
+        _single,
+        RetryPolicy(max_attempts=3, interval_s=0, jitter=False),
+        background=True,
+        max_running=1,
+        batch_handler=handle,
+        batch=3,
+    )
+    for i in range(5):
+        q.enqueue("o", "graph", f"g{i}", {})
+    q.enqueue("o", "index", "i0", {})
+    runner = LocalRunner(q, [bg, fg], threads=2)
+    assert runner.drain() == 7
+    # The index job first; then the graph jobs three at a time, the one that asked for a retry again.
+    assert order == [["i0"], ["g0", "g1", "g2"], ["g3", "g4", "g1"]]
+    assert q.pending("graph") == 0

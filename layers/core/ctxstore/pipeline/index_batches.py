@@ -56,7 +56,7 @@ class IndexBatches:
             try:
                 embedded = self._embed(job)
             except Exception as exc:
-                errors[i] = _job_error(exc)
+                errors[i] = job_error(exc)
                 continue
             if embedded is not None:
                 waiting.append((i, embedded))
@@ -104,7 +104,7 @@ class IndexBatches:
         try:
             self._p.publish(e.org, e.ref, e.version, e.docs)
         except Exception as exc:
-            outcome = _job_error(exc)
+            outcome = job_error(exc)
             return False if outcome is None else outcome
         return True
 
@@ -112,11 +112,11 @@ class IndexBatches:
         try:
             self._p.hand_to_graph(e.org, e.ref, e.version, e.chunks)
         except Exception as exc:
-            return _job_error(exc)
+            return job_error(exc)
         return None
 
 
-def _job_error(exc: BaseException) -> JobError:
+def job_error(exc: BaseException) -> JobError:
     """How the runner settles a batched job that raised: a stale one is done (None), storage trouble is
     retried, anything else fails the job as it would a single one."""
     if isinstance(exc, StaleJob):

@@ -163,11 +163,13 @@ class IngestPipeline:
             raise StaleJob()
         if record["status"] in TERMINAL:
             return  # a duplicate of a finished job
-        idx = self._index()
-        docs = idx.item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
-        chunks = [Chunk(d.chunk_id, d.position, d.text, "") for d in docs]
-        relations = self.graph(org, ref, version, chunks)
+        relations = self.graph(org, ref, version, self.indexed_chunks(org, ref))
         self.complete(org, ref, version, relations)
+
+    def indexed_chunks(self, org: str, ref: ItemRef) -> list[Chunk]:
+        """The item's chunks as its index job published them (what its graph step reads)."""
+        docs = self._index().item_chunks(org, ref.database, ref.collection, ref.store, ref.item_id)  # type: ignore[arg-type]
+        return [Chunk(d.chunk_id, d.position, d.text, "") for d in docs]
 
     # ---- stages (each one Task of statemachines/ingest.asl.json) -------------------------------
     def begin(self, org: str, ref: ItemRef, version: str, *, attempt: int = 1) -> ItemRecord | None:
@@ -183,12 +185,12 @@ class IngestPipeline:
     def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: ItemRecord) -> list[Chunk] | None:
         """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:
-            with _step("parse"):
+            with step("parse"):
                 parsed = self.parse(org, record)
         except ParseError as exc:
             self._set(org, ref, version, ERRORED, error_code=exc.code or PARSE_FAILED, error_message=str(exc))
             return None
-        with _step("chunk"):
+        with step("chunk"):
             return self.chunk(ref, record, parsed)
 
     def publish(self, org: str, ref: ItemRef, version: str, docs: list[ChunkDoc]) -> None:
@@ -205,7 +207,7 @@ class IngestPipeline:
         this version: a replaced or deleted item gets nothing written (StaleJob). Metadata comes from the
         record as it is now, so a PATCH that landed while this version was parsed and embedded is not undone."""
         idx = self._index()
-        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS), _step("index"):
+        with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS), step("index"):
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
@@ -222,7 +224,7 @@ class IngestPipeline:
     def publish_many(self, org: str, items: Sequence[tuple[ItemRef, str, list[ChunkDoc]]]) -> list[bool]:
         """publish() for several (item, version, chunks) of one org under their locks, in one index write
         and one status write; False for an item replaced or deleted meanwhile (nothing of it is written)."""
-        with self._items.lock_many(org, [ref for ref, _, _ in items], wait_s=STEP_WAIT_SECONDS), _step("index"):
+        with self._items.lock_many(org, [ref for ref, _, _ in items], wait_s=STEP_WAIT_SECONDS), step("index"):
             current = [self.current(org, ref, version) for ref, version, _ in items]
             live = [(item, rec) for item, rec in zip(items, current, strict=True) if rec is not None]
             docs: list[ChunkDoc] = []
@@ -244,7 +246,7 @@ class IngestPipeline:
             record = self.current(org, ref, version)
             if record is None:
                 raise StaleJob()
-            with _step("graph"):
+            with step("graph"):
                 return self._graph_step(org, ref, record, chunks)
 
     def complete(self, org: str, ref: ItemRef, version: str, relations: int) -> None:
@@ -322,7 +324,7 @@ class IngestPipeline:
         todo = [c for c in chunks if c.id not in known]
         for start in range(0, len(todo), self._cfg.embed_batch):
             batch = todo[start : start + self._cfg.embed_batch]
-            with _step("embed"):
+            with step("embed"):
                 vectors = embedder.embed_documents([embedding_input(title, c) for c in batch])
             for c, v in zip(batch, vectors, strict=True):
                 known[c.id] = v
@@ -409,7 +411,7 @@ class IngestPipeline:
             raise StaleJob()
 
 
-def _step(name: str) -> AbstractContextManager[None]:
+def step(name: str) -> AbstractContextManager[None]:
     """A pipeline step measured (ctxstore_pipeline_step_duration_seconds) and traced (span ingest.<step>)."""
     return obs.timed(obs.PIPELINE_STEP, f"ingest.{name}", step=name)
 

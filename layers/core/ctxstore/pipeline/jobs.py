@@ -6,6 +6,7 @@ from typing import Any
 
 from ctxstore.config import WebhookSettings
 from ctxstore.domain.items import ItemRef
+from ctxstore.pipeline.graph_batches import GraphBatches
 from ctxstore.pipeline.index_batches import IndexBatches
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline
 from ctxstore.pipeline.local_runner import QueueSpec
@@ -24,11 +25,15 @@ from ctxstore.services.webhooks.service import WebhookService
 INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max_delay_s=30.0)
 # The graph step of an indexed item (relations, graph writes, completed): a background queue, run only
 # when no index job waits and by one thread fewer than the runner has, so items become searchable at
-# the embedder's pace and a new item never waits behind extraction.
+# the embedder's pace and a new item never waits behind extraction. (A thread of its own, running during
+# indexing, QueueSpec.own_threads, was tried in issue 28: searchable looked slower in the one loaded run.)
 GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.
 INDEX_BATCH = 8
+# Graph jobs a worker claims at once: they share one extraction call and the graph and status writes
+# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28).
+GRAPH_BATCH = 32
 
 
 def webhook_retry(o: WebhookSettings) -> RetryPolicy:
@@ -130,6 +135,8 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             on_failure=pipeline.on_give_up,
             background=True,
             max_running=max(1, threads - 1),
+            batch_handler=GraphBatches(pipeline, svc.items, svc.graphs).handle if svc.graphs is not None else None,
+            batch=GRAPH_BATCH,
         )
     )
     return specs

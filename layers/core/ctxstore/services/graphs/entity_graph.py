@@ -107,6 +107,42 @@ class ItemAccess:
     provider: str
 
 
+@dataclass(frozen=True)
+class ItemRows:
+    """One item's share of the entity graph, as its graph step writes it."""
+
+    item_id: str
+    entities: Sequence[EntityRow]
+    relations: Sequence[RelationRow]
+    access: ItemAccess
+
+
+def _rel_row(item_id: str, i: int, r: RelationRow, access: ItemAccess) -> dict[str, Any]:
+    rid = _rid(item_id, i, r)
+    return {
+        "s": r.source,
+        "t": r.target,
+        "rid": rid,
+        "props": {
+            "rid": rid,
+            "item_id": item_id,
+            "chunk_id": r.chunk_id,
+            "raw": r.raw,
+            "canon": r.canonical,
+            "context": r.context,
+            "confidence": float(r.confidence),
+            "temporal": r.temporal,
+            "origin": r.origin,
+            "ts": access.timestamp,
+            "acl": access.acl,
+            "public": access.public,
+            "provider": access.provider,
+            "s": r.source,
+            "t": r.target,
+        },
+    }
+
+
 def _rid(item_id: str, i: int, r: RelationRow) -> str:
     h = hashlib.sha1(f"{item_id}\x1f{i}\x1f{r.source}\x1f{r.target}\x1f{r.raw}\x1f{r.chunk_id}".encode()).hexdigest()
     return "rel_" + h[:20]
@@ -163,33 +199,41 @@ class EntityGraph:
     def remove_item(self, org: str, graph: str, item_id: str) -> None:
         """Delete an item's evidence and mentions; re-score the pairs it touched, drop entities left alone."""
         try:
-            self._remove_item(org, graph, item_id)
+            self._remove_items(org, graph, [item_id])
         finally:
             self.new_version(org, graph)
 
-    def _remove_item(self, org: str, graph: str, item_id: str) -> None:
+    def _remove_items(self, org: str, graph: str, item_ids: Sequence[str]) -> None:
         res = self._g.query(
             org,
             graph,
-            "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id RETURN DISTINCT a.eid AS s, b.eid AS t",
-            {"id": item_id},
+            "UNWIND $ids AS id MATCH (a)-[r:REL]->(b) WHERE r.item_id = id RETURN DISTINCT a.eid AS s, b.eid AS t",
+            {"ids": list(item_ids)},
             read_only=True,
         )
-        pairs = [[row[0], row[1]] for row in res.rows]
+        pairs = sorted({(str(row[0]), str(row[1])) for row in res.rows})
         mentioned = self._g.query(
             org,
             graph,
-            "MATCH (s:Source {sid: $id}) WITH s MATCH (s)-[:MENTIONS]->(e) RETURN e.eid",
-            {"id": item_id},
+            "UNWIND $ids AS id MATCH (s:Source {sid: id}) WITH s MATCH (s)-[:MENTIONS]->(e) RETURN e.eid",
+            {"ids": list(item_ids)},
             read_only=True,
         )
         eids = sorted({e for p in pairs for e in p} | {str(row[0]) for row in mentioned.rows})
         if pairs:
-            self._g.query(org, graph, "MATCH (a)-[r:REL]->(b) WHERE r.item_id = $id DELETE r", {"id": item_id})
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $ids AS id MATCH (a)-[r:REL]->(b) WHERE r.item_id = id DELETE r",
+                {"ids": list(item_ids)},
+            )
             self._rescore(org, graph, pairs)
         if mentioned.rows:
             self._g.query(
-                org, graph, "MATCH (s:Source {sid: $id}) WITH s MATCH (s)-[m:MENTIONS]->() DELETE m", {"id": item_id}
+                org,
+                graph,
+                "UNWIND $ids AS id MATCH (s:Source {sid: id}) WITH s MATCH (s)-[m:MENTIONS]->() DELETE m",
+                {"ids": list(item_ids)},
             )
         for start in range(0, len(eids), BATCH):
             self._g.query(
@@ -209,20 +253,34 @@ class EntityGraph:
         access: ItemAccess,
     ) -> int:
         try:
-            return self._write_item(org, graph, item_id, entities, relations, access)
+            return self._write_items(org, graph, [ItemRows(item_id, entities, relations, access)])[0]
         finally:
             self.new_version(org, graph)
 
-    def _write_item(
-        self,
-        org: str,
-        graph: str,
-        item_id: str,
-        entities: Sequence[EntityRow],
-        relations: Sequence[RelationRow],
-        access: ItemAccess,
-    ) -> int:
-        ents = {e.eid: e for e in entities}
+    def replace_items(self, org: str, graph: str, items: Sequence[ItemRows]) -> list[int]:
+        """remove_item then write_item for each item, in a few round trips for them all (the graph step of
+        a batch of graph jobs): the same graph as one by one. Every write is idempotent (MERGE on ids), so a
+        batch cut short and run again leaves no duplicates. Answers each item's relation count."""
+        try:
+            self._remove_items(org, graph, [i.item_id for i in items])
+            return self._write_items(org, graph, items)
+        finally:
+            self.new_version(org, graph)
+
+    def _write_items(self, org: str, graph: str, items: Sequence[ItemRows]) -> list[int]:
+        ents: dict[str, EntityRow] = {}
+        rels: list[dict[str, Any]] = []
+        mentions: list[dict[str, str]] = []
+        counts: list[int] = []
+        for item in items:
+            own = {e.eid: e for e in item.entities}
+            for eid, e in own.items():
+                ents.setdefault(eid, e)
+            item_rels = [_rel_row(item.item_id, i, r, item.access) for i, r in enumerate(item.relations)]
+            item_rels = [r for r in item_rels if r["s"] in own and r["t"] in own]
+            rels += item_rels
+            counts.append(len(item_rels))
+            mentions += [{"sid": item.item_id, "eid": eid} for eid in sorted(own)]
         rows = [{"eid": e.eid, "name": e.name, "type": e.type, "namespace": e.namespace} for e in ents.values()]
         for start in range(0, len(rows), BATCH):
             self._g.query(
@@ -232,32 +290,6 @@ class EntityGraph:
                 "ON CREATE SET n.name = e.name, n.type = e.type, n.namespace = e.namespace",
                 {"rows": rows[start : start + BATCH]},
             )
-        rels = [
-            {
-                "s": r.source,
-                "t": r.target,
-                "rid": _rid(item_id, i, r),
-                "props": {
-                    "rid": _rid(item_id, i, r),
-                    "item_id": item_id,
-                    "chunk_id": r.chunk_id,
-                    "raw": r.raw,
-                    "canon": r.canonical,
-                    "context": r.context,
-                    "confidence": float(r.confidence),
-                    "temporal": r.temporal,
-                    "origin": r.origin,
-                    "ts": access.timestamp,
-                    "acl": access.acl,
-                    "public": access.public,
-                    "provider": access.provider,
-                    "s": r.source,
-                    "t": r.target,
-                },
-            }
-            for i, r in enumerate(relations)
-            if r.source in ents and r.target in ents
-        ]
         # MERGE on the evidence id, not CREATE: a re-sent batch (a client retry after a lost answer, a
         # retried task) finds its edges instead of adding a second copy of each.
         for start in range(0, len(rels), BATCH):
@@ -268,17 +300,16 @@ class EntityGraph:
                 "MERGE (a)-[e:REL {rid: r.rid}]->(b) SET e = r.props",
                 {"rels": rels[start : start + BATCH]},
             )
-        mentioned = sorted(ents)
-        for start in range(0, len(mentioned), BATCH):
+        for start in range(0, len(mentions), BATCH):
             self._g.query(
                 org,
                 graph,
-                "MATCH (s:Source {sid: $sid}) UNWIND $eids AS eid MATCH (e:Entity {eid: eid}) "
+                "UNWIND $rows AS m MATCH (s:Source {sid: m.sid}) MATCH (e:Entity {eid: m.eid}) "
                 "MERGE (s)-[:MENTIONS]->(e)",
-                {"sid": item_id, "eids": mentioned[start : start + BATCH]},
+                {"rows": mentions[start : start + BATCH]},
             )
         self._rescore(org, graph, sorted({(str(r["s"]), str(r["t"])) for r in rels}))
-        return len(rels)
+        return counts
 
     def _rescore(self, org: str, graph: str, pairs: Sequence[Sequence[str]]) -> None:
         """Recompute the GROUP edge of each pair from its evidence (exact, no drift); none left, no group."""
@@ -293,7 +324,15 @@ class EntityGraph:
                 "MERGE (a)-[g:GROUP]->(b) SET g.score = score, g.n = n",
                 {"pairs": batch},
             )
-            self._g.query(org, graph, "MATCH ()-[g:GROUP]->() WHERE g.n = 0 DELETE g")
+            # Only these pairs can have just dropped to no evidence: a scan of every GROUP edge per write
+            # grew with the graph (the graph step of issue 28 slowed as the collection filled).
+            self._g.query(
+                org,
+                graph,
+                "UNWIND $pairs AS p MATCH (a:Entity {eid: p[0]})-[g:GROUP]->(b) WHERE b.eid = p[1] AND g.n = 0 "
+                "DELETE g",
+                {"pairs": batch},
+            )
 
     def set_access(self, org: str, graph: str, item_id: str, access: ItemAccess) -> None:
         try:

@@ -36,6 +36,21 @@ class SourceProps:
     timestamp: float
 
 
+def _source_row(s: SourceProps) -> dict[str, Any]:
+    return {
+        "sid": s.item_id,
+        "title": s.title,
+        "kind": s.kind,
+        "provider": s.provider,
+        "external_id": s.external_id,
+        "thread_id": s.thread_id,
+        "parent_id": s.parent_id,
+        "acl": s.acl,
+        "public": s.public,
+        "ts": s.timestamp,
+    }
+
+
 # A member is read as a list of scalars, not a node: the engine serialises and the client parses
 # far less (a whole node costs several times more per row).
 MEMBER_KEYS = ("sid", "title", "kind", "provider", "external_id", "thread_id", "parent_id", "ts")
@@ -105,36 +120,36 @@ class ItemGraph:
     # ---- writes --------------------------------------------------------------------------
     def upsert_source(self, org: str, graph: str, s: SourceProps, links: Sequence[tuple[str, str]]) -> None:
         """The item's node with its current properties; its outgoing links replaced by `links`."""
+        self.upsert_sources(org, graph, [(s, links)])
+
+    def upsert_sources(
+        self, org: str, graph: str, sources: Sequence[tuple[SourceProps, Sequence[tuple[str, str]]]]
+    ) -> None:
+        """upsert_source for several items in two round trips (a batch of graph jobs)."""
         self._g.query(
             org,
             graph,
-            "MERGE (s:Source {sid: $sid}) "
-            "SET s.ghost = false, s.title = $title, s.kind = $kind, s.provider = $provider, "
-            "s.external_id = $external_id, s.thread_id = $thread_id, s.parent_id = $parent_id, "
-            "s.acl = $acl, s.public = $public, s.ts = $ts "
+            "UNWIND $rows AS r MERGE (s:Source {sid: r.sid}) "
+            "SET s.ghost = false, s.title = r.title, s.kind = r.kind, s.provider = r.provider, "
+            "s.external_id = r.external_id, s.thread_id = r.thread_id, s.parent_id = r.parent_id, "
+            "s.acl = r.acl, s.public = r.public, s.ts = r.ts "
             "WITH s OPTIONAL MATCH (s)-[l:LINKS]->() DELETE l",
-            {
-                "sid": s.item_id,
-                "title": s.title,
-                "kind": s.kind,
-                "provider": s.provider,
-                "external_id": s.external_id,
-                "thread_id": s.thread_id,
-                "parent_id": s.parent_id,
-                "acl": s.acl,
-                "public": s.public,
-                "ts": s.timestamp,
-            },
+            {"rows": [_source_row(s) for s, _ in sources]},
         )
-        rows = [{"id": target, "relation": relation} for target, relation in links if target != s.item_id]
+        rows = [
+            {"sid": s.item_id, "id": target, "relation": relation}
+            for s, links in sources
+            for target, relation in links
+            if target != s.item_id
+        ]
         if rows:  # MERGE, not CREATE: a re-sent query (a retry after a lost answer) adds no second link
             self._g.query(
                 org,
                 graph,
-                "MATCH (s:Source {sid: $sid}) UNWIND $links AS l "
+                "UNWIND $links AS l MATCH (s:Source {sid: l.sid}) "
                 "MERGE (t:Source {sid: l.id}) ON CREATE SET t.ghost = true, t.public = false, t.acl = '' "
                 "MERGE (s)-[:LINKS {relation: l.relation}]->(t)",
-                {"sid": s.item_id, "links": rows},
+                {"links": rows},
             )
 
     def set_access(self, org: str, graph: str, item_id: str, acl: str, public: bool) -> None:

@@ -19,9 +19,7 @@ from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.graph_keys import (
     GRAPH_PREFIX,
-    canonical_predicate,
     database_graph_prefix,
-    entity_id,
     graph_name,
     item_readers,
 )
@@ -36,14 +34,12 @@ from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
 from ctxstore.services.graphs.answers import RelationsAnswer, SubgraphAnswer
 from ctxstore.services.graphs.entity_graph import (
-    BYOG,
-    EXTRACTED,
     EntityGraph,
-    EntityRow,
-    RelationRow,
+    ItemRows,
     entity_ref,
     evidence,
 )
+from ctxstore.services.graphs.graph_rows import GraphRows, extracted_rows, source_props, supplied_rows
 from ctxstore.services.graphs.item_graph import (
     RELATION_ORDER,
     ItemGraph,
@@ -51,7 +47,7 @@ from ctxstore.services.graphs.item_graph import (
     source_entity,
     structural_evidence,
 )
-from ctxstore.services.graphs.shapes import chunk_for, item_access, member_row, path_group, positive_int
+from ctxstore.services.graphs.shapes import item_access, member_row, path_group, positive_int
 from ctxstore.services.items.service import ItemService
 from ctxstore.services.query.ranking_cache import RankingCache
 
@@ -123,92 +119,59 @@ class GraphService:
     # ---- ingestion -----------------------------------------------------------------------
     def graph_step(self, org: str, ref: ItemRef, record: ItemRecord, chunks: list[Chunk]) -> int:
         """Build the item's share of both graphs; answers how many relations it holds now."""
-        graph = graph_name(ref.store, ref.database, ref.collection)
-        self._ensure_indexes(org, graph)
-        access = item_access(record)
-        links = [(str(link["id"]), str(link["relation"])) for link in record["relates_to"] or []]
-        self.item_graph.upsert_source(
-            org,
-            graph,
-            SourceProps(
-                item_id=ref.item_id,
-                title=str(record["title"] or ""),
-                kind=str(record["app_type"] or record["source_type"] or ""),
-                provider=str(record["provider"] or ""),
-                external_id=str(record["external_id"] or ""),
-                thread_id=record["thread_id"] or None,
-                parent_id=record["parent_id"] or None,
-                acl=access.acl,
-                public=access.public,
-                timestamp=access.timestamp,
-            ),
-            links,
-        )
-        payload = graph_payloads.load(self._records, self._blobs(), org, ref)
-        if payload is not None:
-            entities, relations = self._supplied(payload, chunks)
-        else:
-            entities, relations = self._extracted(chunks)
-        eg = self.entities
-        eg.remove_item(org, graph, ref.item_id)
-        return eg.write_item(org, graph, ref.item_id, entities, relations, access)
+        [rows] = self.prepare_many(org, [(ref, chunks)])
+        [count] = self.write_many(org, [(ref, record, rows)])
+        return count
 
-    @staticmethod
-    def _supplied(data: dict[str, Any], chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
-        keys: dict[str, EntityRow] = {}
-        for key, e in (data.get("entities") or {}).items():
-            ns = str(e.get("namespace") or "")
-            keys[key] = EntityRow(entity_id(e["name"], e["type"], ns), e["name"], e["type"], ns)
-        relations = [
-            RelationRow(
-                source=keys[r["source"]].eid,
-                target=keys[r["target"]].eid,
-                raw=r["predicate"],
-                canonical=canonical_predicate(r["predicate"]),
-                context=r.get("context") or "",
-                confidence=1.0,
-                temporal=r.get("temporal_details"),
-                chunk_id=chunk_for(r.get("context") or "", chunks),
-                origin=BYOG,
-            )
-            for r in data.get("relations") or []
-            if r["source"] in keys and r["target"] in keys
-        ]
-        return list(keys.values()), relations
+    def prepare_many(self, org: str, items: Sequence[tuple[ItemRef, list[Chunk]]]) -> list[GraphRows]:
+        """What the graph step writes for each item: its `graph_payload`, or what the extractor finds in its
+        chunks (one extractor call for all the items' chunks: spaCy is cheaper per text in a batch, and the
+        extraction process is reached once). Reads no graph, takes no lock."""
+        out: list[GraphRows | None] = []
+        extract: list[tuple[int, list[Chunk]]] = []
+        for i, (ref, chunks) in enumerate(items):
+            payload = graph_payloads.load(self._records, self._blobs(), org, ref)
+            out.append(supplied_rows(payload, chunks) if payload is not None else None)
+            if payload is None:
+                extract.append((i, chunks))
+        found = self._extracted([chunks for _, chunks in extract])
+        for (i, _), rows in zip(extract, found, strict=True):
+            out[i] = rows
+        return [rows if rows is not None else GraphRows([], []) for rows in out]
 
-    def _extracted(self, chunks: Sequence[Chunk]) -> tuple[list[EntityRow], list[RelationRow]]:
+    def write_many(self, org: str, items: Sequence[tuple[ItemRef, ItemRecord, GraphRows]]) -> list[int]:
+        """Write prepared items into both graphs of their scopes, a few round trips per scope for them all
+        (the same graph as one item at a time); answers each item's relation count."""
+        counts: dict[int, int] = {}
+        by_graph: dict[str, list[int]] = {}
+        for i, (ref, _, _) in enumerate(items):
+            by_graph.setdefault(graph_name(ref.store, ref.database, ref.collection), []).append(i)
+        for graph, members in by_graph.items():
+            self._ensure_indexes(org, graph)
+            sources: list[tuple[SourceProps, list[tuple[str, str]]]] = []
+            rows: list[ItemRows] = []
+            for i in members:
+                ref, record, found = items[i]
+                access = item_access(record)
+                links = [(str(link["id"]), str(link["relation"])) for link in record["relates_to"] or []]
+                sources.append((source_props(ref, record, access), links))
+                rows.append(ItemRows(ref.item_id, found.entities, found.relations, access))
+            self.item_graph.upsert_sources(org, graph, sources)
+            for i, count in zip(members, self.entities.replace_items(org, graph, rows), strict=True):
+                counts[i] = count
+        return [counts[i] for i in range(len(items))]
+
+    def _extracted(self, items: Sequence[Sequence[Chunk]]) -> list[GraphRows]:
+        """Entities and relations the extractor finds in each item's chunks (one call for them all)."""
         extractor = self._extractor()
-        if extractor is None:
-            return [], []
-        entities: dict[str, EntityRow] = {}
-        relations: list[RelationRow] = []
-        texts = [_HEADING.sub(r"\1.", c.text) for c in chunks]
+        if extractor is None or not items:
+            return [GraphRows([], []) for _ in items]
+        texts = [_HEADING.sub(r"\1.", c.text) for chunks in items for c in chunks]
         if isinstance(extractor, BatchExtractor):
-            found_all = extractor.extract_many(texts)
+            found_all = iter(extractor.extract_many(texts))
         else:
-            found_all = [extractor.extract(t) for t in texts]
-        for c, found in zip(chunks, found_all, strict=True):
-            local: dict[str, str] = {}
-            for e in found.entities:
-                eid = entity_id(e.name, e.type, e.namespace)
-                local[e.key] = eid
-                entities.setdefault(eid, EntityRow(eid, e.name, e.type, e.namespace))
-            for r in found.relations:
-                if r.source in local and r.target in local and local[r.source] != local[r.target]:
-                    relations.append(
-                        RelationRow(
-                            source=local[r.source],
-                            target=local[r.target],
-                            raw=r.raw_predicate,
-                            canonical=r.canonical_predicate,
-                            context=r.context,
-                            confidence=r.confidence,
-                            temporal=r.temporal_details,
-                            chunk_id=c.id,
-                            origin=EXTRACTED,
-                        )
-                    )
-        return list(entities.values()), relations
+            found_all = iter([extractor.extract(t) for t in texts])
+        return [extracted_rows(chunks, [next(found_all) for _ in chunks]) for chunks in items]
 
     # ---- deletes and metadata ------------------------------------------------------------
     def purge_item(self, org: str, ref: ItemRef) -> None:
