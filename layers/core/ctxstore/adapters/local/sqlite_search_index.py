@@ -407,13 +407,13 @@ class SqliteSearchIndex:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
             view = cache.view(approximate=cache.n >= self._approx_min_rows)
-            codes = {cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes}
-            n_codes = len(cache.coll_codes)
+            codes = sorted({cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes})
+            # Some collections of the scope: their rows, not a test of every row's collection.
+            rows = cache.collection_rows(codes) if flt.collections and len(codes) < len(cache.coll_codes) else None
         mask = view.alive
-        if flt.collections and len(codes) < n_codes:  # a lookup table: np.isin sorts (1 ms at 100k rows)
-            wanted = np.zeros(n_codes, dtype=np.bool_)
-            wanted[list(codes)] = True
-            mask &= wanted[view.coll]
+        if rows is not None:
+            mask = np.zeros(mask.size, dtype=np.bool_)
+            mask[rows] = view.alive[rows]
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
