@@ -24,7 +24,8 @@ ORG, DB = "org1", "db1"
 
 def _unit(rng: np.random.Generator, n: int, dim: int = 32) -> Vectors:
     v = rng.standard_normal((n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: Vectors = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
 def _expected_rows(scope: VectorScope, codes: list[int]) -> list[int]:

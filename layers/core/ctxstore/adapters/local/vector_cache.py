@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,8 @@ ANN_MIN_ROWS = 20_000
 # instead of testing every row's collection: 1,000 collections of 1,000 rows, ~2 ms a search saved. Rows
 # appended since the rows were grouped are found by a scan of that tail, regrouped past this share of the rows.
 GROUP_TAIL_SHARE = 8
+# What an entry of VectorScope.pos costs (a dict of Python ints: 106 B a row measured at 1M rows).
+POS_ENTRY_BYTES = 106
 ANN_OVERFETCH = 2.0
 ANN_MAX_FETCH = 4_096
 
@@ -237,6 +239,15 @@ class VectorScope:
         rows = np.concatenate(parts)
         rows.sort()
         return rows
+
+    @property
+    def nbytes(self) -> int:
+        """Memory the scope may hold: its arrays at capacity, its codes and groups, its position map."""
+        arrays: list[npt.NDArray[Any] | None] = [
+            *(self.mat, self.ids, self.coll, self.alive),
+            *(self.codes, self.by_coll, self.coll_starts),
+        ]
+        return sum(a.nbytes for a in arrays if a is not None) + POS_ENTRY_BYTES * len(self.pos)
 
     @property
     def live(self) -> int:
