@@ -26,6 +26,7 @@ import json
 import random
 import shutil
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,7 @@ def measure(args: argparse.Namespace) -> None:
 
     def take(n: int) -> list[str]:
         """The next n claims (cycling): each phase gets texts the earlier ones did not send."""
+        n = max(2, round(n * args.scale))
         out = [claims[(cursor[0] + i) % len(claims)] for i in range(n)]
         cursor[0] += n
         return out
@@ -237,7 +239,14 @@ def measure(args: argparse.Namespace) -> None:
     }
     fast = {"mode": "fast", "max_results": 10}
     thinking = {"mode": "thinking", "max_results": 10}
-    with Api(data, env={"CTXSTORE_EXTRACTOR": "none"}, key=info["key"]) as api:
+    env = {"CTXSTORE_EXTRACTOR": "none"}
+    code = args.server_code or REPO
+    if args.server_code is not None:  # e.g. the main checkout before a change: its package shadows this one's
+        env["PYTHONPATH"] = str(args.server_code / "layers" / "core")
+    res["server_code"] = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=code, capture_output=True, text=True
+    ).stdout.strip()
+    with Api(data, env=env, key=info["key"]) as api:
         pid = api.server.proc.pid
         res["rss_mb_start"] = _rss_mb(pid)
         api.query({"database": "lat", "query": "warm up the caches", **fast})
@@ -253,7 +262,9 @@ def measure(args: argparse.Namespace) -> None:
         order = names[1:]
         rng.shuffle(order)
         lat = []
-        for i, (coll, text) in enumerate(zip(order, take(len(order)), strict=True), start=2):
+        for i, (coll, text) in enumerate(
+            zip(order, [claims[j % len(claims)] for j in range(len(order))], strict=True), start=2
+        ):
             dt, _ = api.query({"database": DB, "collection": coll, "query": text, **fast})
             lat.append(dt)
             if i in (10, 100, 300) or i == len(names):
@@ -290,7 +301,9 @@ def main() -> None:
     ap.add_argument("--api-collections", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop growing after this long (resume later)")
     ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--scale", type=float, default=1.0, help="query counts times this (0.1: a smoke run)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--server-code", type=Path, help="serve with the package of this checkout (a before run)")
     args = ap.parse_args()
     build(args) if args.phase == "build" else measure(args)
 
