@@ -82,7 +82,7 @@ def _probe(api: Api, db: str, coll: str, items: list[dict[str, Any]], n: int) ->
         waits.append(round(time.perf_counter() - t0, 2))
         missing += it["id"] not in _ids_for(api, db, coll, new_token)
         old_found += it["id"] in _ids_for(api, db, coll, old)
-    out = {"probes": n, "deleted_still_found": still_found, "reingested_missing": missing}
+    out: dict[str, float] = {"probes": n, "deleted_still_found": still_found, "reingested_missing": missing}
     out |= {"old_token_found": old_found, "reingest_to_searchable_s_median": sorted(waits)[len(waits) // 2]}
     return out
 
