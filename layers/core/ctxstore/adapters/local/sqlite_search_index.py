@@ -61,8 +61,10 @@ log = logging.getLogger("ctxstore.search")
 
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
 # Vector scopes kept in memory, least recently used dropped first past this many bytes (the scope in use is
-# always kept): one scope of 1M 384-d rows holds ~1.8 GB, so idle scopes do not add up without end.
-VECTOR_CACHE_BYTES = 2 << 30
+# always kept), so idle scopes do not add up without end. One scope of 1M 384-d rows counts ~2.1 GB (its
+# arrays at the capacity it loads with, 1.25M rows, its codes and position map): 4 GiB keeps it beside
+# smaller ones, so a node with one large database does not read it again after each query elsewhere.
+VECTOR_CACHE_BYTES = 4 << 30
 
 ScopeKey = tuple[str, str, str]  # org, database, store
 
