@@ -220,7 +220,7 @@ class VectorScope:
         self.grouped = 0
 
     def collection_rows(self, codes: Sequence[int]) -> npt.NDArray[np.intp]:
-        """Positions (ascending) of the rows of these collection codes, dead rows included; call under the
+        """Positions of the rows of these collection codes (in no set order), dead rows included; call under the
         owner's lock, with the view taken in the same hold."""
         n = self.n
         if self.by_coll is None or self.coll_starts is None or n - self.grouped > max(1024, n // GROUP_TAIL_SHARE):
@@ -236,9 +236,7 @@ class VectorScope:
             parts.append(self.grouped + np.flatnonzero(wanted[tail]))
         if not parts:
             return np.zeros(0, dtype=np.intp)
-        rows = np.concatenate(parts)
-        rows.sort()
-        return rows
+        return np.concatenate(parts)
 
     @property
     def nbytes(self) -> int:
