@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 from bench.api_client import REPO, Api, SciFact, load, pct, read_jsonl
-from bench.retrieval.api_latency import _rss_mb
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.domain.items import KEY_SEP
@@ -43,6 +42,16 @@ OUT = REPO / "bench" / "results" / "small_scopes.json"
 DB = "scopes"
 PER = 1000
 ORG = "default"
+
+
+def _rss_mb(pid: int) -> dict[str, float]:
+    """Resident memory, split: RssFile is the memory-mapped vector snapshot's pages (clean, reclaimable)."""
+    keys = ("VmRSS:", "VmHWM:", "RssAnon:", "RssFile:")
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(keys):
+            out[line.split(":")[0]] = round(int(line.split()[1]) / 1024, 1)
+    return out
 
 
 def coll_name(i: int) -> str:
