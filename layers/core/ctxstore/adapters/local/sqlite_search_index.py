@@ -397,6 +397,7 @@ class SqliteSearchIndex:
         while held > self._vector_cache_bytes and len(self._vectors) > 1:
             old_key, old = self._vectors.popitem(last=False)
             held -= old.nbytes
+            self._snapshot_keeper.forget(old_key)  # a later start catches its snapshot up from SQLite
             log.info("vector scope %s/%s dropped from memory (%d MB cached)", old_key[1], old_key[2], held >> 20)
 
     def cached_vectors(self) -> tuple[list[ScopeKey], int]:
