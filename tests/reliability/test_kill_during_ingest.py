@@ -7,6 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from tests.support import data_at_size
 from tests.support.server import ServerProcess
 
 N = 200
@@ -36,11 +37,11 @@ def _spawned_children(pid: int) -> list[int]:
 
 
 def test_kill9_during_ingest_then_restart_completes_everything_once(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+    data = data_at_size.data_dir(tmp_path / "data")  # CTXSTORE_TEST_DATA_DIR: at size (diagnostic)
     ids = [f"item{i:03d}" for i in range(N)]
     with ServerProcess(data) as srv:
-        srv.wait_ready()
-        [key] = srv.printed_keys
+        srv.wait_ready(data_at_size.ready_timeout())
+        key = data_at_size.api_key(srv)
         with srv.client(key) as c:
             c.post("/databases", json={"database": "acme"})
             deadline = time.time() + 20
@@ -83,7 +84,7 @@ def test_kill9_during_ingest_then_restart_completes_everything_once(tmp_path: Pa
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     with ServerProcess(data) as srv:
-        srv.wait_ready()
+        srv.wait_ready(data_at_size.ready_timeout())
         with srv.client(key) as c:
             deadline = time.time() + 240
             while time.time() < deadline:

@@ -28,6 +28,9 @@ KEEPS_THE_WORD = {
     ("services/graphs/item_graph.py", "SourceProps"): "(:Source) node",
     ("services/graphs/item_graph.py", "upsert_source"): "(:Source) node",
     ("services/graphs/item_graph.py", "remove_source"): "(:Source) node",
+    ("services/graphs/item_graph.py", "upsert_sources"): "(:Source) nodes of a batch of graph jobs",
+    ("services/graphs/item_graph.py", "_source_row"): "one (:Source) node's row of that batch",
+    ("services/graphs/graph_rows.py", "source_props"): "(:Source) node",
     ("services/graphs/item_graph.py", "source_entity"): "(:Source) node as a relation end",
     # Other meanings of the word.
     ("retrieval/graph_context.py", "GraphContextSource"): "what graph context comes from",

@@ -151,26 +151,21 @@ class KeywordLane:
         if q.required:
             match = match_expression(codes, q)
             must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
-        per_term: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
-        for i, term in enumerate(terms):
-            for code in codes:
-                if df_scoped.get(code + term, 0):
-                    ids, tfs = kp.postings(conn, code + term, TITLE_WEIGHT, TEXT_WEIGHT)
-                    if ids.size:
-                        per_term.append((i, ids, tfs))
-        if not per_term:
+        # Every (term, collection) token's postings in one read; a row is in one collection, so a term's
+        # tokens never share a row and summing per (row, term) gives each term's frequency in the row.
+        wanted = [(i, code + term) for i, term in enumerate(terms) for code in codes if df_scoped.get(code + term, 0)]
+        token_at, docs_at, weights = kp.postings_of(conn, [token for _, token in wanted], TITLE_WEIGHT, TEXT_WEIGHT)
+        if docs_at.size == 0:
             return None
-        rowids = np.unique(np.concatenate([ids for _, ids, _ in per_term]))
+        term_at = np.array([i for i, _ in wanted], dtype=np.int64)[token_at]
+        rowids, inverse = np.unique(docs_at, return_inverse=True)
+        cells = np.bincount(inverse * len(terms) + term_at, weights=weights, minlength=rowids.size * len(terms))
+        tf = cells.reshape(rowids.size, len(terms))
         if must is not None:
-            rowids = rowids[np.isin(rowids, np.fromiter(must, dtype=np.int64, count=len(must)))]
+            keep = np.isin(rowids, np.fromiter(must, dtype=np.int64, count=len(must)))
+            rowids, tf = rowids[keep], tf[keep]
             if rowids.size == 0:
                 return None
-        tf = np.zeros((rowids.size, len(terms)), dtype=np.float64)
-        for i, ids, tfs in per_term:
-            pos = np.searchsorted(rowids, ids)
-            inside = pos < rowids.size
-            inside[inside] = rowids[pos[inside]] == ids[inside]
-            tf[pos[inside], i] = tfs[inside]
         dl = self.lengths.lengths(conn, rowids, self.live_rows(conn))
         n_t = np.array([df[t] for t in terms], dtype=np.float64)
         idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from sqlite3 import Connection
 
 import numpy as np
@@ -79,17 +79,20 @@ def _ints(joined: str | None) -> IntArray:
     return np.asarray(np.fromstring(joined, dtype=np.int64, sep=","), dtype=np.int64)
 
 
-def postings(conn: Connection, token: str, title_weight: float, text_weight: float) -> tuple[IntArray, FloatArray]:
-    """(row ids, weighted term frequencies) of one scoped token; row ids ascending."""
-    rows, in_title = conn.execute(
-        "SELECT group_concat(doc), group_concat(col = 'kw_title') FROM temp.kw_postings WHERE term = ?", (token,)
+def postings_of(
+    conn: Connection, tokens: Sequence[str], title_weight: float, text_weight: float
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """Every occurrence of many scoped tokens in one statement: (index into `tokens`, row id, weight).
+
+    A term in 100 collections is 100 tokens: a statement and a parse each cost ~0.3 ms, 130-170 ms for a
+    query into 100 collections of a 1M-chunk index (bench/retrieval/small_scopes.py)."""
+    keys, rows, in_title = conn.execute(
+        "SELECT group_concat(t.key), group_concat(p.doc), group_concat(p.col = 'kw_title')"
+        " FROM json_each(?) AS t CROSS JOIN temp.kw_postings AS p ON p.term = t.value",
+        (json.dumps(list(tokens)),),
     ).fetchone()
-    docs = _ints(rows)
-    if docs.size == 0:
-        return docs, np.zeros(0, dtype=np.float64)
-    weights = np.where(_ints(in_title) == 1, title_weight, text_weight)
-    ids, inverse = np.unique(docs, return_inverse=True)
-    return ids, np.bincount(inverse, weights=weights, minlength=ids.size).astype(np.float64)
+    weights = np.where(_ints(in_title) == 1, title_weight, text_weight).astype(np.float64)
+    return _ints(keys), _ints(rows), weights
 
 
 class ChunkLengths:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +60,11 @@ from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, St
 log = logging.getLogger("ctxstore.search")
 
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
+# Vector scopes kept in memory, least recently used dropped first past this many bytes (the scope in use is
+# always kept), so idle scopes do not add up without end. One scope of 1M 384-d rows counts ~2.1 GB (its
+# arrays at the capacity it loads with, 1.25M rows, its codes and position map): 4 GiB keeps it beside
+# smaller ones, so a node with one large database does not read it again after each query elsewhere.
+VECTOR_CACHE_BYTES = 4 << 30
 
 ScopeKey = tuple[str, str, str]  # org, database, store
 
@@ -81,6 +86,7 @@ class SqliteSearchIndex:
         ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
         ann_in_background: bool = True,
         snapshot_every_s: float = 0,  # > 0: save large changed scopes' vector snapshots this often (serve)
+        vector_cache_bytes: int = VECTOR_CACHE_BYTES,
     ) -> None:
         self._db = SqliteDb(path)
         self._snapshots = vector_snapshot.folder_for(path)
@@ -89,7 +95,8 @@ class SqliteSearchIndex:
         self._shortlist_min = shortlist_min
         self._db.executescript(SCHEMA)
         migrate_keywords(self._db)
-        self._vectors: dict[ScopeKey, VectorScope] = {}
+        self._vectors: OrderedDict[ScopeKey, VectorScope] = OrderedDict()  # least recently used first
+        self._vector_cache_bytes = vector_cache_bytes
         self._cache_lock = threading.Lock()
         ann_dir = path.parent / f"{path.name}.ann"  # HNSW indexes of large scopes, when enabled (ann_keeper.py)
         self._ann = AnnKeeper(ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background)
@@ -368,6 +375,7 @@ class SqliteSearchIndex:
         with self._cache_lock:
             cache = self._vectors.get(key)
             if cache is not None and cache.generation == gen:
+                self._vectors.move_to_end(key)
                 return cache
         # Taking the write lock lets an in-process writer finish updating the cache first.
         with self._write_lock, self._cache_lock:
@@ -378,8 +386,24 @@ class SqliteSearchIndex:
             if loaded is not None:
                 if cache is not None and cache.ann is not None and cache.dim == loaded.dim:
                     loaded.install_ann(cache.ann)  # caught up by rowids: only what changed is re-added
-                self._vectors[key] = loaded
+                self._keep(key, loaded)
             return loaded
+
+    def _keep(self, key: ScopeKey, cache: VectorScope) -> None:
+        """Cache `cache` as the most recently used scope and drop the least recently used past the bound."""
+        self._vectors[key] = cache
+        self._vectors.move_to_end(key)
+        held = sum(c.nbytes for c in self._vectors.values())
+        while held > self._vector_cache_bytes and len(self._vectors) > 1:
+            old_key, old = self._vectors.popitem(last=False)
+            held -= old.nbytes
+            self._snapshot_keeper.forget(old_key)  # a later start catches its snapshot up from SQLite
+            log.info("vector scope %s/%s dropped from memory (%d MB cached)", old_key[1], old_key[2], held >> 20)
+
+    def cached_vectors(self) -> tuple[list[ScopeKey], int]:
+        """The scopes whose vectors are in memory (least recently used first), and the bytes they may hold."""
+        with self._cache_lock:
+            return list(self._vectors), sum(c.nbytes for c in self._vectors.values())
 
     def _candidate_rowids(self, org: str, flt: SearchFilter) -> npt.NDArray[np.int64] | None:
         """Rows allowed by item_ids and metadata filters, or None when only collections restrict."""
@@ -407,13 +431,13 @@ class SqliteSearchIndex:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
             view = cache.view(approximate=cache.n >= self._approx_min_rows)
-            codes = {cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes}
-            n_codes = len(cache.coll_codes)
+            codes = sorted({cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes})
+            # Some collections of the scope: their rows, not a test of every row's collection.
+            rows = cache.collection_rows(codes) if flt.collections and len(codes) < len(cache.coll_codes) else None
         mask = view.alive
-        if flt.collections and len(codes) < n_codes:  # a lookup table: np.isin sorts (1 ms at 100k rows)
-            wanted = np.zeros(n_codes, dtype=np.bool_)
-            wanted[list(codes)] = True
-            mask &= wanted[view.coll]
+        if rows is not None:
+            mask = np.zeros(mask.size, dtype=np.bool_)
+            mask[rows] = view.alive[rows]
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
