@@ -5,6 +5,7 @@ port fakes; graphs, BYOG, webhooks and connectors on the SQLite stack (FalkorDB,
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -54,6 +55,7 @@ from ctxstore.services.databases import (
     VectorstoreStatus,
     collection_or_default,
 )
+from ctxstore.services.feedback import FeedbackAnswer, FeedbackRecord
 from ctxstore.services.graphs.answers import RelationsAnswer, SubgraphAnswer
 from ctxstore.services.items.catalog_answers import (
     AppRow,
@@ -70,6 +72,7 @@ from ctxstore.services.items.catalog_answers import (
 )
 from ctxstore.services.items.ingest import IngestAnswer, ItemResult
 from ctxstore.services.items.status import ItemStatusView, StatusAnswer
+from ctxstore.services.items.uploads import UploadGrant
 from ctxstore.services.query.service import QueryAnswer, QueryPlan
 from ctxstore.services.webhooks.answers import (
     DeliveryPage,
@@ -101,6 +104,23 @@ def test_the_ingest_answer_and_each_item_result_have_their_types_keys(world: Wor
     answer = world.services.ingest.accept(who, notes(("a", "one"), ("b", "two")))
     assert set(answer) == _keys(IngestAnswer)[0]
     assert all(set(r) == _keys(ItemResult)[0] for r in answer["results"])
+
+
+def test_an_upload_grant_has_its_types_keys(world: World) -> None:  # noqa: F811
+    grant = world.services.ingest.uploads.create(world.principal(), {"filename": "a.pdf", "size_bytes": 10})
+    assert set(grant) == _keys(UploadGrant)[0]
+
+
+def test_feedback_answers_and_records_have_their_types_keys(world: World) -> None:  # noqa: F811
+    who = world.principal()
+    world.ready_database(who)
+    answer = world.services.feedback.submit(who, {"request_id": str(uuid.uuid4()), "feedback": "good", "database": DB})
+    assert set(answer) == _keys(FeedbackAnswer)[0]
+    world.services.feedback.submit(
+        who, {"request_id": str(uuid.uuid4()), "ground_truth": {"answer": "x"}, "rating": "negative"}
+    )
+    records = world.services.feedback.recorded(who)
+    assert len(records) == 2 and all(set(r) == _keys(FeedbackRecord)[0] for r in records)
 
 
 def test_status_views_of_known_and_unknown_ids_fit_their_type(world: World) -> None:  # noqa: F811

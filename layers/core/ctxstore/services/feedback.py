@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 from ctxstore.domain.clock_utils import iso
 from ctxstore.domain.errors import invalid
@@ -105,13 +105,39 @@ def _metadata(body: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in md.items()}
 
 
+class FeedbackAnswer(TypedDict):
+    """`POST /feedback`."""
+
+    feedback_id: str
+    recorded: Literal[True]
+    request_id: str
+    created_at: str
+    message: str
+
+
+class FeedbackRecord(TypedDict):
+    """A stored piece of feedback (what `recorded` lists)."""
+
+    feedback_id: str
+    request_id: str
+    feedback: str | None
+    ground_truth: dict[str, Any] | None
+    rating: str | None
+    source: str
+    metadata: dict[str, str]
+    database: str | None
+    collection: str | None
+    key_prefix: str
+    created_at: str
+
+
 class FeedbackService:
     def __init__(self, records: RecordStore, clock: Clock, databases: DatabaseService) -> None:
         self._records = records
         self._clock = clock
         self._databases = databases
 
-    def submit(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, principal: Principal, body: dict[str, Any]) -> FeedbackAnswer:
         """`body` has canonical scope names (the router resolved the legacy aliases)."""
         request_id = _request_id(body)
         comment = _text(body, "feedback", MAX_TEXT)
@@ -132,13 +158,13 @@ class FeedbackService:
             collection = validate_collection_name(collection)
         now = self._clock.now()
         feedback_id = f"fb_{int(now * 1000):013d}_{secrets.token_hex(4)}"  # time-ordered within the organisation
-        record = {
+        record: FeedbackRecord = {
             "feedback_id": feedback_id,
             "request_id": request_id,
             "feedback": comment,
             "ground_truth": ground_truth,
             "rating": rating,
-            "source": source,
+            "source": source or "user",  # _choice answers the default when absent
             "metadata": metadata,
             "database": database,
             "collection": collection,
@@ -154,7 +180,7 @@ class FeedbackService:
             "message": "Success",
         }
 
-    def recorded(self, principal: Principal, *, limit: int = 100) -> list[dict[str, Any]]:
+    def recorded(self, principal: Principal, *, limit: int = 100) -> list[FeedbackRecord]:
         """The organisation's feedback, oldest first."""
         page = self._records.query(principal.org, rk.FEEDBACK, "", limit=limit)
-        return [dict(r.data) for r in page.records]
+        return [cast(FeedbackRecord, dict(r.data)) for r in page.records]  # written by `submit` above

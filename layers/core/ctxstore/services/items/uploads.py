@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ctxstore.domain.errors import ApiError, ErrorCode, invalid
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES, Upload
@@ -38,6 +38,18 @@ def _filename(value: object, where: str) -> str:
     return value
 
 
+class UploadGrant(TypedDict):
+    """`POST /context/uploads`: where and how the client sends the file (a presigned POST)."""
+
+    upload_id: str
+    method: Literal["POST"]
+    url: str
+    fields: dict[str, str]
+    file_field: str
+    expires_at: float
+    max_bytes: int
+
+
 class UploadService:
     def __init__(self, records: RecordStore, clock: Clock, blobs: Callable[[], BlobStore]) -> None:
         """`blobs`: a provider, read per call (built with the ingest service, which most ingests use without it)."""
@@ -45,7 +57,7 @@ class UploadService:
         self._clock = clock
         self._blobs = blobs
 
-    def create(self, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, principal: Principal, body: dict[str, Any]) -> UploadGrant:
         unknown = sorted(set(body) - {"filename", "size_bytes", "content_type"})
         if unknown:
             raise invalid(f"unknown field '{unknown[0]}'")
