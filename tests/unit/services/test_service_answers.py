@@ -16,6 +16,7 @@ from ctxstore.pipeline.jobs import connector_spec
 from ctxstore.pipeline.local_runner import LocalRunner
 from ctxstore.ports.records import Put
 from ctxstore.ports.search_index import ChunkDoc
+from ctxstore.retrieval.graph_context import GraphContext, PathGroup
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.byog.answers import (
@@ -330,6 +331,19 @@ def test_the_graph_answers_fit_their_types(local: LocalApp) -> None:
     assert _exact(sub, SubgraphAnswer) and len(sub["sources"]) == 3
     unknown = graphs.subgraph(who, DB, col, "knowledge", "nope", depth_raw=None, max_sources_raw=None, principals=None)
     assert _exact(unknown, SubgraphAnswer)
+
+
+def test_the_graph_context_of_a_query_fits_its_types(local: LocalApp) -> None:
+    text = "Ada Lovelace works at the Analytical Society. Charles Babbage founded the Analytical Society."
+    form = {"database": DB, "app_knowledge": json.dumps([{"id": "gc", "title": "Society", "content": {"text": text}}])}
+    assert local.client.post("/context/ingest", data=form, headers=local.headers()).status_code == 202
+    local.drain()
+    body = {"database": DB, "query": "Who founded the Analytical Society?", "graph_context": True, "mode": "fast"}
+    answer = local.services.query.query(_who(local), body)
+    gc = answer["graph_context"]
+    assert set(gc) == _keys(GraphContext)[0]
+    groups = gc["chunk_relations"] + gc["query_paths"]
+    assert groups and all(set(g) == _keys(PathGroup)[0] for g in groups)
 
 
 def test_the_byog_database_and_collection_answers_fit_their_types(local: LocalApp) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from ctxstore.ports.search_index import Store
 
@@ -26,8 +26,25 @@ class GraphContextRequest:
     max_groups: int = 20
 
 
+class PathGroup(TypedDict):
+    """A scored group of relations (the reference's `search.GraphPathGroup`); a triplet is `{source, target,
+    relation}` with entity views and the relation's evidence."""
+
+    group_id: str
+    relevancy_score: float
+    combined_context: str
+    source_chunk_ids: list[str]
+    triplets: list[dict[str, Any]]
+
+
+class GraphContext(TypedDict):
+    chunk_relations: list[PathGroup]
+    query_paths: list[PathGroup]
+    chunk_id_to_group_ids: dict[str, list[str]]
+
+
 class GraphContextSource(Protocol):
-    def graph_context(self, request: GraphContextRequest) -> dict[str, Any]:
+    def graph_context(self, request: GraphContextRequest) -> GraphContext:
         """The `search.GraphContext` object of the reference OpenAPI.
 
         Keys: `chunk_relations` and `query_paths` (lists of scored path groups:

@@ -121,8 +121,8 @@ async def run_query(db: str, request: Request, caller: web.Write) -> Response:
         latency_ms = round((time.perf_counter() - started) * 1000, 1)
         api_base = web.api_base(request)
         terms = snippets.query_terms(f["query"])
-        gc = data.get("graph_context") or {}
-        groups = [t for g in gc.get("chunk_relations", []) + gc.get("query_paths", []) for t in g.get("triplets", [])]
+        gc = data.get("graph_context")
+        groups = [t for g in gc["chunk_relations"] + gc["query_paths"] for t in g["triplets"]] if gc else []
         values = {
             "data": data,
             "body": body,

@@ -28,7 +28,7 @@ from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
 from ctxstore.ports.records import RecordStore
-from ctxstore.retrieval.graph_context import GraphContextRequest
+from ctxstore.retrieval.graph_context import GraphContext, GraphContextRequest, PathGroup
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
@@ -422,10 +422,10 @@ class GraphService:
         return out
 
     # ---- POST /query graph context (retrieval.graph_context.GraphContextSource) ----------
-    def graph_context(self, request: GraphContextRequest) -> dict[str, Any]:
+    def graph_context(self, request: GraphContextRequest) -> GraphContext:
         chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
         terms = set(_WORD.findall(request.query.casefold()))
-        chunk_groups: list[dict[str, Any]] = []
+        chunk_groups: list[PathGroup] = []
         scored: list[tuple[float, tuple[Any, Any, Any]]] = []
         for collection in request.collections:
             graph = graph_name(request.store, request.database, collection)

@@ -11,6 +11,7 @@ from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import invalid
 from ctxstore.domain.graph_keys import acl_key, item_readers
 from ctxstore.domain.items import ItemRecord
+from ctxstore.retrieval.graph_context import PathGroup
 from ctxstore.services.graphs.entity_graph import ItemAccess, entity_ref, evidence
 
 
@@ -59,7 +60,7 @@ def member_row(props: dict[str, Any], depth: int, via: str | None, relation: str
     return m
 
 
-def path_group(chunk_ids: list[str], triples: list[Any], score: float) -> dict[str, Any]:
+def path_group(chunk_ids: list[str], triples: list[Any], score: float) -> PathGroup:
     rids = sorted(str(r.properties.get("rid")) for _, _, r in triples)
     group_id = "grp_" + hashlib.sha1("\x1f".join(chunk_ids + rids).encode()).hexdigest()[:16]
     contexts = list(dict.fromkeys(str(r.properties.get("context") or "") for _, _, r in triples))

@@ -27,7 +27,7 @@ from ctxstore.ports.reranker import Reranker
 from ctxstore.ports.search_index import ChunkDoc, SearchIndex, Store
 from ctxstore.retrieval import feedback, thinking
 from ctxstore.retrieval.fusion import Candidate, LaneHits, fuse, ranked
-from ctxstore.retrieval.graph_context import GraphContextRequest, GraphContextSource
+from ctxstore.retrieval.graph_context import GraphContext, GraphContextRequest, GraphContextSource
 from ctxstore.retrieval.hybrid import HybridRetriever, RetrievalScope
 from ctxstore.retrieval.signals import choose_alpha, route
 from ctxstore.services.access.principal import Principal
@@ -70,7 +70,7 @@ class QueryAnswer(_RankedAnswer, total=False):  # total=False: seen at run time 
     """POST /query's data: ranked chunks (search.V2Chunk), their sources (search.SourceInfo), context chunks
     by id, the plan, and the graph context when asked for and wired."""
 
-    graph_context: dict[str, Any]
+    graph_context: GraphContext
 
 
 @dataclass
@@ -210,7 +210,7 @@ class QueryService:
         top = [c for c in pool if c.chunk_id in docs][: req.max_results]
         want_graph = answer.mode == "thinking" if req.mode == "auto" else req.graph_context
         # The graph engine's round trip runs beside the record lookups and rendering below.
-        graph: Future[dict[str, Any] | None] | None = None
+        graph: Future[GraphContext | None] | None = None
         if want_graph and self.graph_context is not None:
             graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
         records: dict[tuple[str, str, str], ItemRecord | None] = {}
@@ -259,9 +259,9 @@ class QueryService:
                 data["graph_context"] = gc
         return data
 
-    def _graph_context(self, org: str, req: QueryRequest, top: Sequence[Candidate]) -> dict[str, Any] | None:
+    def _graph_context(self, org: str, req: QueryRequest, top: Sequence[Candidate]) -> GraphContext | None:
         assert self.graph_context is not None
-        merged: dict[str, Any] | None = None
+        merged: GraphContext | None = None
         for store in req.stores:
             in_store = [c for c in top if c.store == store]
             gc = self.graph_context.graph_context(
@@ -468,16 +468,14 @@ def _source_info(
     }
 
 
-def _merge_graph(have: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+def _merge_graph(have: GraphContext | None, new: GraphContext) -> GraphContext:
     if have is None:
-        return dict(new)
-    out = dict(have)
-    for key in ("chunk_relations", "query_paths"):
-        out[key] = list(have.get(key) or []) + list(new.get(key) or [])
-    mapping = dict(have.get("chunk_id_to_group_ids") or {})
-    mapping.update(new.get("chunk_id_to_group_ids") or {})
-    out["chunk_id_to_group_ids"] = mapping
-    return out
+        return new
+    return {
+        "chunk_relations": have["chunk_relations"] + new["chunk_relations"],
+        "query_paths": have["query_paths"] + new["query_paths"],
+        "chunk_id_to_group_ids": have["chunk_id_to_group_ids"] | new["chunk_id_to_group_ids"],
+    }
 
 
 def _items_of(lanes: Sequence[LaneHits], lane: str) -> list[str]:
