@@ -10,11 +10,13 @@ entries (1.4 s at 1M chunks here, against ~25 s to read every vector).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from sqlite3 import Connection
+from sqlite3 import Connection, Cursor
 
 import numpy as np
+import numpy.typing as npt
 
 from ctxstore.adapters.local import vector_snapshot
 from ctxstore.adapters.local.vector_cache import VectorScope
@@ -54,6 +56,17 @@ def load_scope(conn: Connection, folder: Path, key: ScopeKey) -> Loaded:
         conn.execute("COMMIT")
 
 
+def _blocks(cur: Cursor, dim: int | None) -> Iterator[tuple[npt.NDArray[np.int64], list[str], npt.NDArray[np.float32]]]:
+    """Rows of `SELECT id, collection, dim, vector` as (ids, collections, matrix) blocks of one dimension, the
+    first block's unless `dim` is given; ValueError on a row of another."""
+    while block := cur.fetchmany(LOAD_BLOCK):
+        dim = int(block[0][2]) if dim is None else dim
+        if any(int(r[2]) != dim for r in block):
+            raise ValueError(f"vectors of different dimensions ({dim} and others)")
+        rows = np.frombuffer(b"".join(r[3] for r in block), dtype="<f4").reshape(len(block), dim)
+        yield np.fromiter((r[0] for r in block), dtype=np.int64, count=len(block)), [str(r[1]) for r in block], rows
+
+
 def _catch_up(conn: Connection, key: ScopeKey, scope: VectorScope, gen: int) -> Loaded | None:
     """The snapshot's scope with the rows deleted and written since; None when they do not fit it (another dim)."""
     ids = scope.ids[: scope.n]
@@ -69,12 +82,12 @@ def _catch_up(conn: Connection, key: ScopeKey, scope: VectorScope, gen: int) -> 
         (high, *key),
     )
     added = 0
-    while block := cur.fetchmany(LOAD_BLOCK):
-        if any(int(r[2]) != scope.dim for r in block):
-            return None
-        rows = np.frombuffer(b"".join(r[3] for r in block), dtype="<f4").reshape(len(block), scope.dim)
-        scope.add_block(np.fromiter((r[0] for r in block), dtype=np.int64), [str(r[1]) for r in block], rows)
-        added += len(block)
+    try:
+        for rowids, collections, rows in _blocks(cur, scope.dim):
+            scope.add_block(rowids, collections, rows)
+            added += len(rowids)
+    except ValueError:  # rows of another dimension: the full read says so
+        return None
     log.info(
         "vectors of %s/%s: snapshot at generation %d caught up to %d (%d rows added, %d deleted)",
         key[1], key[2], scope.generation, gen, added, len(gone),
@@ -97,15 +110,13 @@ def _read_all(conn: Connection, key: ScopeKey, gen: int) -> Loaded:
         key,
     )
     cache: VectorScope | None = None
-    while block := cur.fetchmany(LOAD_BLOCK):
-        dim = int(block[0][2]) if cache is None else cache.dim
-        if any(int(r[2]) != dim for r in block):
-            raise ValueError(f"scope {key[1]}/{key[2]} holds vectors of different dimensions")
-        if cache is None:
-            cache = VectorScope.empty(gen, dim, capacity=max(1024, count + count // 4))
-        rows = np.frombuffer(b"".join(r[3] for r in block), dtype="<f4").reshape(len(block), dim)
-        ids = np.fromiter((r[0] for r in block), dtype=np.int64, count=len(block))
-        cache.add_block(ids, [str(r[1]) for r in block], rows)
+    try:
+        for rowids, collections, rows in _blocks(cur, None):
+            if cache is None:
+                cache = VectorScope.empty(gen, rows.shape[1], capacity=max(1024, count + count // 4))
+            cache.add_block(rowids, collections, rows)
+    except ValueError as exc:
+        raise ValueError(f"scope {key[1]}/{key[2]}: {exc}") from None
     if cache is None:
         return Loaded(VectorScope.empty(gen, 0, capacity=0), 0)
     return Loaded(cache, cache.n)

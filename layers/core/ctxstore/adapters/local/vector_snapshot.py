@@ -41,13 +41,18 @@ def _stem(key: ScopeKey) -> str:
     return hashlib.sha256("\0".join(key).encode()).hexdigest()[:40]
 
 
+def _publish(tmp: Path, path: Path) -> None:
+    """A file written whole at `tmp`: on disk, then renamed into place."""
+    with tmp.open("rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
 def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("wb") as fh:
         write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    _publish(tmp, path)
 
 
 @dataclass(frozen=True)
@@ -123,9 +128,7 @@ def _write_matrix(path: Path, mat: npt.NDArray[np.float32], live: npt.NDArray[np
         out[start : start + len(block)] = mat[block]
     out.flush()
     del out
-    with tmp.open("rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    _publish(tmp, path)
 
 
 def load(folder: Path, key: ScopeKey, generation: int | None = None) -> VectorScope | None:
