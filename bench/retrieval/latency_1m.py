@@ -11,6 +11,16 @@ per component before normalising: cosine ~0.71 to its source), in the same datab
 serve` answers unseen SciFact claims through POST /query as api_latency.py measures them (fast and
 thinking, one keep-alive client, resident memory after the queries), after a first query that loads the
 scope's vectors (timed on its own). Writes bench/results/retrieval_latency_1m.json.
+
+    uv run python -m bench.retrieval.latency_1m --work /work/benchdata/r1m-mix/data --ann-min-rows 20000 \
+        --reference /work/benchdata/r100k/data --out bench/results/retrieval_latency_1m_hnsw.json
+
+`--ann-min-rows` turns the HNSW lane on (CTXSTORE_VECTOR_ANN_MIN_ROWS). When the scope has no saved index yet,
+the server builds it in the background after the first query (answering by the shortlist meanwhile); the run
+waits for the file, stops the server cleanly and measures a fresh start on it: the first query's time is then
+a restart with the index on disk. Use it on a data dir grown with real-shaped vectors (mix_1m.py): on noisy
+copies HNSW finds a fraction of the neighbours. `--reference` measures the same queries on the 100k data dir
+with the same settings in the same run, for ratios (the machine is shared).
 """
 
 from __future__ import annotations
@@ -26,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench.api_client import REPO, Api, SciFact
-from bench.retrieval.api_latency import _measure
+from bench.api_client import REPO, Api, SciFact, load
+from bench.retrieval.api_latency import _measure, _rss_mb
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc
@@ -79,6 +89,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path.home() / ".cache" / "ctxstore-latency-1m" / "data")
     ap.add_argument("--chunks", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--ann-min-rows", type=int, default=0, help="CTXSTORE_VECTOR_ANN_MIN_ROWS (0: shortlist)")
+    ap.add_argument("--reference", type=Path, help="the 100k data dir, measured in the same run")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     progress = json.loads((args.source.parent / "progress.json").read_text())
     res: dict[str, Any] = {"diagnostic": "index written directly beyond the API-ingested 100k; queries over HTTP"}
@@ -87,15 +100,51 @@ def main() -> None:
         shutil.copytree(args.source, args.work, ignore=shutil.ignore_patterns("serve.lock"))
         grown.write_text(json.dumps(_grow(args.work, args.chunks)))
     res.update(json.loads(grown.read_text()))
+    mixed = args.work.parent / "mixed.json"  # mix_1m.py gave the written rows real-shaped vectors
+    if mixed.exists():
+        res["vectors_mixed"] = json.loads(mixed.read_text())
     claims = list(SciFact.load().held_out.values()) + list(SciFact.load().queries.values())
     random.Random(23).shuffle(claims)
-    with Api(args.work, env={"CTXSTORE_EXTRACTOR": "none"}, key=progress["key"]) as api:
+    env = {"CTXSTORE_EXTRACTOR": "none"}
+    if args.ann_min_rows:
+        env["CTXSTORE_VECTOR_ANN_MIN_ROWS"] = str(args.ann_min_rows)
+        res["ann_min_rows"] = args.ann_min_rows
+        if not list((args.work / "search.db.ann").glob("*.usearch")):
+            res["ann_build"] = _build_ann(args.work, env, progress["key"])
+    if args.reference is not None:
+        with Api(args.reference, env=env, key=progress["key"]) as api:
+            api.query({"database": "lat", "query": "load the scope", "mode": "fast", "max_results": 10})
+            res["reference_100k"] = _measure(api, list(claims), 100_000, n_fast=args.queries)
+    with Api(args.work, env=env, key=progress["key"]) as api:
         t0 = time.perf_counter()
         api.query({"database": "lat", "query": "load the scope", "mode": "fast", "max_results": 10})
         res["first_query_s"] = round(time.perf_counter() - t0, 1)  # loads the scope's vectors into memory
-        res.update(_measure(api, claims, args.chunks, n_fast=args.queries))
-    OUT.write_text(json.dumps(res, indent=2) + "\n")
+        res.update(_measure(api, list(claims), args.chunks, n_fast=args.queries))
+    if "reference_100k" in res:
+        ref = res["reference_100k"]
+        res["ratio_to_reference_p50_p95"] = {
+            mode: [round(res[mode][p] / ref[mode][p], 2) for p in ("p50_ms", "p95_ms")] for mode in ("fast", "thinking")
+        }
+    args.out.write_text(json.dumps(res, indent=2) + "\n")
     print(json.dumps(res), flush=True)
+
+
+def _build_ann(work: Path, env: dict[str, str], key: str, timeout_s: float = 3600) -> dict[str, Any]:
+    """Start a server, let its first query start the scope's HNSW build, wait for the saved file, stop cleanly."""
+    out: dict[str, Any] = {"load_start": load()}
+    with Api(work, env=env, key=key) as api:
+        t0 = time.perf_counter()
+        api.query({"database": "lat", "query": "load the scope", "mode": "fast", "max_results": 10})
+        out["first_query_s"] = round(time.perf_counter() - t0, 1)
+        while not list((work / "search.db.ann").glob("*.usearch")):
+            if time.perf_counter() - t0 > timeout_s:
+                raise SystemExit("the HNSW index was not saved in time")
+            time.sleep(5)
+        out["built_s"] = round(time.perf_counter() - t0, 1)  # first query, then the build (one thread) and save
+        out["rss_mb"] = _rss_mb(api.server.proc.pid)
+    out["load_end"] = load()
+    print(f"HNSW built: {out}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

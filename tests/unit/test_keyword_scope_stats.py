@@ -71,7 +71,7 @@ def test_an_index_written_by_the_table_wide_version_is_migrated(tmp_path: Path) 
     conn = sqlite3.connect(path)
     conn.executescript(
         """
-        DROP TRIGGER kw_ai; DROP TRIGGER kw_ad; DROP TABLE kw_fts; DELETE FROM kw_scopes;
+        DROP TABLE kw_fts; DELETE FROM kw_scopes;
         UPDATE chunks SET kw_scope = NULL, kw_title = NULL, kw_text = NULL, kw_len = NULL;
         CREATE VIRTUAL TABLE chunks_fts USING fts5(scope, title, text, content='chunks', content_rowid='id',
             tokenize='porter unicode61 remove_diacritics 2');

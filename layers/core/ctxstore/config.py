@@ -201,6 +201,9 @@ class Settings(BaseSettings):
     # CTXSTORE_VECTOR_SNAPSHOT_S: how often the search index looks for large scopes whose vectors changed enough
     # since their last snapshot and saves them, so a start after a crash reads little from SQLite (0: only at stop)
     vector_snapshot_s: float = Field(default=60.0, ge=0)
+    # CTXSTORE_KEYWORD_MERGE_S: how often the search index looks for a keyword index of many FTS5 segments that
+    # nothing wrote to for a while, and merges it into one (a query probes every segment; 0: never)
+    keyword_merge_s: float = Field(default=30.0, ge=0)
     log_format: Literal["text", "json"] = "text"  # CTXSTORE_LOG_FORMAT / `serve --log-format`: json = JSON lines
     # CTXSTORE_METRICS_TOKEN: when set, GET /metrics needs `Authorization: Bearer <it>`; else loopback clients only
     metrics_token: str = ""

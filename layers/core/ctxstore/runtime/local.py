@@ -58,6 +58,7 @@ def _add_local_search(c: Container, settings: Settings) -> None:
     index = SqliteSearchIndex(
         settings.data_dir / "search.db",
         snapshot_every_s=settings.vector_snapshot_s,
+        keyword_merge_every_s=settings.keyword_merge_s,
         ann_min_rows=settings.vector_ann_min_rows or None,
     )
     c.search_index = index

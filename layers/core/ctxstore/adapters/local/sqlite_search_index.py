@@ -35,11 +35,14 @@ from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local import vector_loading, vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
+from ctxstore.adapters.local.keyword_merge import KeywordMerger
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
 from ctxstore.adapters.local.sqlite_search_sql import (
     CHUNK_COLUMNS,
+    KW_DELETE,
+    KW_INSERT,
     SCHEMA,
     Vector,
     chunk_doc,
@@ -86,6 +89,7 @@ class SqliteSearchIndex:
         ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
         ann_in_background: bool = True,
         snapshot_every_s: float = 0,  # > 0: save large changed scopes' vector snapshots this often (serve)
+        keyword_merge_every_s: float = 0,  # > 0: look this often for an idle keyword index to merge (serve)
         vector_cache_bytes: int = VECTOR_CACHE_BYTES,
     ) -> None:
         self._db = SqliteDb(path)
@@ -106,8 +110,12 @@ class SqliteSearchIndex:
         self._snapshot_keeper = SnapshotKeeper(self._snapshots, self._cache_lock)
         if snapshot_every_s > 0:
             self._snapshot_keeper.start(snapshot_every_s, lambda: list(self._vectors.items()))
+        self.keyword_merger = KeywordMerger(self._db, self._write_lock)  # public: its thresholds are tunable
+        if keyword_merge_every_s > 0:
+            self.keyword_merger.start(keyword_merge_every_s)
 
     def close(self) -> None:
+        self.keyword_merger.stop()
         self._snapshot_keeper.stop()
         self.save_vector_snapshots()
         self._ann.save(self._vectors.items())  # the HNSW indexes changed since loaded or saved
@@ -117,6 +125,10 @@ class SqliteSearchIndex:
         """Save every cached scope not saved as it is (a clean close: the next start reads it back in one go)."""
         with self._write_lock, self._cache_lock:
             return self._snapshot_keeper.save_current(list(self._vectors.items()))
+
+    def merge_keyword_segments(self) -> int:
+        """Merge the keyword index's segments now if it is idle and has many (keyword_merge.py); answers the steps."""
+        return self.keyword_merger.merge_while_idle()
 
     def save_due_snapshots(self) -> int:
         """Save the large scopes that changed enough since their last snapshot (vector_snapshot_keeper.py)."""
@@ -173,6 +185,8 @@ class SqliteSearchIndex:
             " kw_title, kw_text",
             params,
         ).fetchall()
+        if rows:
+            conn.execute(KW_DELETE, (json.dumps([[r[0], r[7], r[8]] for r in rows]),))
         removed: dict[int, tuple[int, int]] = {}
         gone: Counter[str] = Counter()
         for rowid, org, database, store, dim, sid, length, kw_title, kw_text in rows:
@@ -248,6 +262,7 @@ class SqliteSearchIndex:
                 self._delete_rows(conn, "org=? AND chunk_id IN (SELECT value FROM json_each(?))", (org, ids), delta)
                 added: dict[int, list[int]] = defaultdict(lambda: [0, 0])
                 tokens: Counter[str] = Counter()
+                new_rows: list[int] = []
                 for c, dim, blob, (title_terms, text_terms) in prepared:
                     sid = scope_id(conn, org, c.database, c.store, c.collection)
                     code = kt.scope_code(sid)
@@ -283,13 +298,16 @@ class SqliteSearchIndex:
                             length,
                         ),
                     ).fetchone()
+                    new_rows.append(int(rowid))
                     key = (org, c.database, c.store)
                     self._bump(conn, key, delta)
                     if c.vector is not None:
                         delta.added[key].append((int(rowid), c.collection, np.asarray(c.vector, dtype=np.float32)))
+                conn.execute(KW_INSERT, (json.dumps(new_rows),))
                 count_scopes(conn, {sid: (n, t) for sid, (n, t) in added.items()})
                 kp.change_doc_freqs(conn, tokens)
             self._apply(delta)
+            self.keyword_merger.wrote()
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
         delta = _Delta()
@@ -302,6 +320,7 @@ class SqliteSearchIndex:
                     delta,
                 )
             self._apply(delta)
+            self.keyword_merger.wrote()
         return n
 
     def delete_scope(self, org: str, database: str, collection: str | None) -> int:
@@ -316,6 +335,7 @@ class SqliteSearchIndex:
                         conn, "org=? AND database=? AND collection=?", (org, database, collection), delta
                     )
             self._apply(delta)
+            self.keyword_merger.wrote()
         return n
 
     # -- reads ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from collections import defaultdict
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.sqlite_db import SqliteDb
-from ctxstore.adapters.local.sqlite_search_sql import KW_SCHEMA, count_scopes, scope_id
+from ctxstore.adapters.local.sqlite_search_sql import KW_OLD_TRIGGERS, KW_SCHEMA, count_scopes, scope_id
 
 
 def migrate_keywords(db: SqliteDb) -> None:
@@ -31,6 +31,8 @@ def migrate_keywords(db: SqliteDb) -> None:
             conn.execute("DROP TRIGGER IF EXISTS chunks_ad")
             conn.execute("DROP TABLE chunks_fts")
         conn.execute(kp.DF_TABLE)
+        for statement in KW_OLD_TRIGGERS:  # the index writes kw_fts itself now (sqlite_search_sql.KW_INSERT)
+            conn.execute(statement)
         if "kw_fts" in tables:
             if "kw_df" not in tables:  # written before document frequencies had their own table
                 kp.fill_doc_freqs(conn)

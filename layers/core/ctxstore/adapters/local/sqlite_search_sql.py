@@ -66,11 +66,20 @@ CREATE TABLE IF NOT EXISTS databases (
 
 KW_SCHEMA = (
     "CREATE VIRTUAL TABLE kw_fts USING fts5(kw_title, kw_text, content='chunks', content_rowid='id', tokenize='ascii')",
-    "CREATE TRIGGER kw_ai AFTER INSERT ON chunks BEGIN"
-    " INSERT INTO kw_fts (rowid, kw_title, kw_text) VALUES (new.id, new.kw_title, new.kw_text); END",
-    "CREATE TRIGGER kw_ad AFTER DELETE ON chunks BEGIN"
-    " INSERT INTO kw_fts (kw_fts, rowid, kw_title, kw_text) VALUES ('delete', old.id, old.kw_title, old.kw_text); END",
 )
+# The index writes its FTS5 rows itself, one statement per transaction, rather than by triggers on `chunks`: a
+# trigger's statement savepoint made FTS5 flush its pending rows as a segment of their own for every chunk row
+# (an upsert of 10 chunks: 10 segments), and each token of a query probes every segment.
+KW_INSERT = (
+    "INSERT INTO kw_fts (rowid, kw_title, kw_text)"
+    " SELECT id, kw_title, kw_text FROM chunks WHERE id IN (SELECT value FROM json_each(?))"
+)
+# External content: FTS5 removes a row's tokens given the values it indexed (DELETE ... RETURNING gives them).
+KW_DELETE = (
+    "INSERT INTO kw_fts (kw_fts, rowid, kw_title, kw_text) SELECT 'delete', json_extract(value, '$[0]'),"
+    " json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?)"
+)
+KW_OLD_TRIGGERS = ("DROP TRIGGER IF EXISTS kw_ai", "DROP TRIGGER IF EXISTS kw_ad")  # files written before
 
 
 def vector_blob(vector: Vector | None) -> tuple[int | None, bytes | None]:
