@@ -222,6 +222,26 @@ def _weights(rng: random.Random, names: list[str]) -> dict[str, float]:
     return {c: rng.randint(1, 10) / 10 for c in rng.sample(names, 100)}
 
 
+def _merge_keywords(search_db: Path) -> dict[str, Any]:
+    """What `serve` does once the index is idle (keyword_merge.py), done before the server starts so that it
+    does not run beside the timed queries: merge the keyword index's segments into one."""
+    from ctxstore.adapters.local.keyword_merge import segment_count
+
+    idx = SqliteSearchIndex(search_db)
+    try:
+        before = segment_count(idx._db)
+        idx.keyword_merger.idle_s, idx.keyword_merger.min_new_rows, idx.keyword_merger.min_segments = 0, 0, 2
+        t0 = time.perf_counter()
+        steps = idx.merge_keyword_segments()
+        out = {"segments_before": before, "segments_after": segment_count(idx._db), "steps": steps}
+        out["merge_s"] = round(time.perf_counter() - t0, 1)
+        out["load"] = load()
+    finally:
+        idx.close()
+    print(f"keyword merge: {out}", flush=True)
+    return out
+
+
 def measure(args: argparse.Namespace) -> None:
     data = args.work / "data"
     info = json.loads((args.work / "build.json").read_text())
@@ -249,6 +269,10 @@ def measure(args: argparse.Namespace) -> None:
     fast = {"mode": "fast", "max_results": 10}
     thinking = {"mode": "thinking", "max_results": 10}
     env = {"CTXSTORE_EXTRACTOR": "none"}
+    if args.merge_keywords:
+        res["keyword_merge"] = _merge_keywords(data / "search.db")
+    else:  # the index as it stands: no merge while the queries run (serve merges an idle index)
+        env["CTXSTORE_KEYWORD_MERGE_S"] = "0"
     code = args.server_code or REPO
     if args.server_code is not None:  # e.g. the main checkout before a change: its package shadows this one's
         env["PYTHONPATH"] = str(args.server_code / "layers" / "core")
@@ -313,6 +337,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--scale", type=float, default=1.0, help="query counts times this (0.1: a smoke run)")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--merge-keywords",
+        action="store_true",
+        help="merge the keyword index first (as serve does when idle)",
+    )
     ap.add_argument("--server-code", type=Path, help="serve with the package of this checkout (a before run)")
     args = ap.parse_args()
     build(args) if args.phase == "build" else measure(args)

@@ -1,6 +1,8 @@
 """Where the time of one `fast` query at 100k chunks goes: perf_counter probes around each stage.
 
     uv run python -m bench.retrieval.stages [--data-dir DIR] [--queries 150]
+    CTXSTORE_VECTOR_ANN_MIN_ROWS=20000 uv run python -m bench.retrieval.stages \
+        --data-dir /work/benchdata/r1m-mix/data --database lat --no-http    # the 1M diagnostic, HNSW lane
 
 Builds the 100k latency corpus of bench/retrieval/run.py (or reuses --data-dir, built on first use),
 runs `fast` queries in-process through QueryService.query with probes wrapped around the embedder,
@@ -48,14 +50,17 @@ def _probe(times: dict[str, list[float]], name: str, fn: Callable[..., Any]) -> 
     return wrapped
 
 
-def in_process(data_dir: Path, queries: list[str]) -> dict[str, list[float]]:
+def in_process(data_dir: Path, queries: list[str], database: str = DATABASE) -> dict[str, list[float]]:
     local = Local(data_dir)
     times: dict[str, list[float]] = defaultdict(list)
     try:
         embedder, index = local.container.embedder, local.index
         assert embedder is not None and local.services.query is not None
         svc = local.services.query
-        local.query(database=DATABASE, query="warm up the caches", mode="fast")
+        local.query(database=database, query="warm up the caches", mode="fast")
+        ann = getattr(index, "_ann", None)  # the HNSW lane, when on: loaded in the background after a first query
+        if ann is not None:
+            ann.wait(600)
         # Instance attributes shadow the methods; module functions are patched where they are looked up.
         embedder.embed_query = _probe(times, "embedding", embedder.embed_query)  # type: ignore[method-assign]
         index.keyword_search = _probe(times, "keyword lane", index.keyword_search)  # type: ignore[method-assign]
@@ -64,12 +69,13 @@ def in_process(data_dir: Path, queries: list[str]) -> dict[str, list[float]]:
         run_lanes = hybrid.HybridRetriever.run
         setattr(query_module, "fuse", _probe(times, "fusion", fuse))  # noqa: B010 - patched where it is looked up
         hybrid.HybridRetriever.run = _probe(times, "lanes (wall)", run_lanes)  # type: ignore[method-assign]
-        svc._records = _probe(times, "record lookup", svc._records)  # type: ignore[method-assign]
+        svc._live = _probe(times, "liveness (records)", svc._live)  # type: ignore[method-assign]
+        svc._graph_context = _probe(times, "graph context", svc._graph_context)  # type: ignore[method-assign]
         svc._render = _probe(times, "response building (incl. lookups)", svc._render)  # type: ignore[method-assign]
         try:
             for q in queries:
                 start = time.perf_counter()
-                local.query(database=DATABASE, query=q, mode="fast", max_results=10)
+                local.query(database=database, query=q, mode="fast", max_results=10)
                 times["service total"].append(time.perf_counter() - start)
         finally:
             setattr(query_module, "fuse", fuse)  # noqa: B010
@@ -95,6 +101,8 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, help="reuse (or build once) the 100k corpus here")
     parser.add_argument("--queries", type=int, default=150)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--database", default=DATABASE)
+    parser.add_argument("--no-http", action="store_true", help="the in-process stages only")
     args = parser.parse_args()
     texts = [q["text"] for q in load_jsonl(SCIFACT / "queries.jsonl")]
     random.Random(17).shuffle(texts)
@@ -105,13 +113,14 @@ def main() -> None:
             key_file.write_text(build_latency_corpus(data_dir, [100_000]), encoding="utf-8")
         key = key_file.read_text(encoding="utf-8").strip()
         load_start = os.getloadavg()
-        stages = in_process(data_dir, texts[: args.queries])
-        http = over_http(data_dir, key, texts[args.queries : 2 * args.queries])
+        stages = in_process(data_dir, texts[: args.queries], args.database)
+        http = [] if args.no_http else over_http(data_dir, key, texts[args.queries : 2 * args.queries])
     ms = {name: round(statistics.median(v) * 1000, 2) for name, v in stages.items()}
-    ms["HTTP total"] = round(statistics.median(http) * 1000, 2)
-    ms["HTTP overhead (HTTP - service)"] = round(ms["HTTP total"] - ms["service total"], 2)
+    if http:
+        ms["HTTP total"] = round(statistics.median(http) * 1000, 2)
+        ms["HTTP overhead (HTTP - service)"] = round(ms["HTTP total"] - ms["service total"], 2)
     result = {
-        "database": DATABASE,
+        "database": args.database,
         "queries": args.queries,
         "p50_ms": ms,
         "calls_per_query": {name: round(len(v) / args.queries, 2) for name, v in stages.items()},

@@ -485,7 +485,8 @@ class SqliteSearchIndex:
         return {
             int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
             for r in self._db.conn.execute(
-                "SELECT id, chunk_id, item_id, collection FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                "SELECT id, chunk_id, item_id, collection FROM chunks INDEXED BY chunks_hits"
+                " WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps([int(x) for x in rowids]),),
             ).fetchall()
         }

@@ -365,14 +365,15 @@ def nearest(
     ann_min_rows: int = ANN_MIN_ROWS,
 ) -> tuple[npt.NDArray[np.int64], Vector]:
     """Row ids and exact scores of the (about) k best rows allowed by `mask`, best first."""
-    candidates = np.flatnonzero(mask)
+    allowed = int(np.count_nonzero(mask))  # the positions themselves only when the index does not answer
     n = len(mask)
-    if candidates.size == 0:
+    if allowed == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    if view.ann is not None and candidates.size >= ann_min_rows:
-        proposed = _ann_candidates(view, query, mask, candidates.size, k)
+    if view.ann is not None and allowed >= ann_min_rows:
+        proposed = _ann_candidates(view, query, mask, allowed, k)
         if proposed is not None:
             return _rescored(view, query, proposed, k)
+    candidates = np.flatnonzero(mask)
     short = shortlist_size(candidates.size, k, shortlist_min)
     if view.codes is not None and view.center is not None and candidates.size >= max(approx_min_rows, 2 * short):
         query_code = sign_codes(query.reshape(1, -1), view.center)
