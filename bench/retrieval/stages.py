@@ -85,13 +85,13 @@ def in_process(data_dir: Path, queries: list[str], database: str = DATABASE) -> 
     return times
 
 
-def over_http(data_dir: Path, key: str, queries: list[str]) -> list[float]:
+def over_http(data_dir: Path, key: str, queries: list[str], database: str = DATABASE) -> list[float]:
     server = ServerProcess(data_dir)
     try:
         server.wait_ready(120)
         with server.client(key) as client:
-            _post(client, DATABASE, "warm up the caches", "fast")
-            return [_post(client, DATABASE, q, "fast") for q in queries]
+            _post(client, database, "warm up the caches", "fast")
+            return [_post(client, database, q, "fast") for q in queries]
     finally:
         server.stop()
 
@@ -114,7 +114,7 @@ def main() -> None:
         key = key_file.read_text(encoding="utf-8").strip()
         load_start = os.getloadavg()
         stages = in_process(data_dir, texts[: args.queries], args.database)
-        http = [] if args.no_http else over_http(data_dir, key, texts[args.queries : 2 * args.queries])
+        http = [] if args.no_http else over_http(data_dir, key, texts[args.queries : 2 * args.queries], args.database)
     ms = {name: round(statistics.median(v) * 1000, 2) for name, v in stages.items()}
     if http:
         ms["HTTP total"] = round(statistics.median(http) * 1000, 2)

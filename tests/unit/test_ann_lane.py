@@ -284,12 +284,12 @@ def test_an_index_build_leaves_the_snapshot_matrix_out_of_the_resident_set(
         reopened.close()
 
 
-def test_the_index_is_off_unless_the_setting_asks_and_the_local_runtime_passes_it(tmp_path: Path) -> None:
+def test_the_index_is_on_for_large_scopes_by_default_and_the_local_runtime_passes_the_setting(tmp_path: Path) -> None:
     from ctxstore.config import Settings
     from ctxstore.runtime import build_container
 
-    assert Settings().vector_ann_min_rows == 0
-    for asked, expected in ((0, None), (50_000, 50_000)):
+    assert Settings().vector_ann_min_rows == 200_000  # 0 turns it off
+    for asked, expected in ((0, None), (50_000, 50_000), (Settings().vector_ann_min_rows, 200_000)):
         c = build_container(Settings(data_dir=tmp_path / str(asked), vector_ann_min_rows=asked))
         try:
             assert isinstance(c.search_index, SqliteSearchIndex)

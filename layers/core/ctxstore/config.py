@@ -193,8 +193,10 @@ class Settings(BaseSettings):
     shutdown_timeout_s: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = 30000  # past this a locked store answers 503
     # CTXSTORE_VECTOR_ANN_MIN_ROWS: local vector scopes of this many rows or more answer from an HNSW index
-    # (adapters/local/ann_index.py, built in the background) instead of the 1-bit shortlist; 0 = never
-    vector_ann_min_rows: int = Field(default=0, ge=0)
+    # (adapters/local/ann_index.py, built in the background) instead of the 1-bit shortlist; 0 = never. At 1M
+    # rows it answers in 3.8 ms at recall@100 0.981 where the shortlist takes 39 ms (0.999) and keeps the whole
+    # matrix resident; at 107k they cost the same (3-4 ms), so smaller scopes keep the shortlist's 0.995.
+    vector_ann_min_rows: int = Field(default=200_000, ge=0)
     # CTXSTORE_GRAPH_AOF_REWRITE_MB: the graph engine rewrites its append-only file past this many MB of writes
     # (a restart replays them at ~0.6 MB/s; 0 leaves it to Redis's own 64 MB rule)
     graph_aof_rewrite_mb: float = 4.0

@@ -35,8 +35,8 @@ from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local import vector_loading, vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
-from ctxstore.adapters.local.keyword_merge import KeywordMerger
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
+from ctxstore.adapters.local.keyword_merge import KeywordMerger
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_search_migration import migrate_keywords
 from ctxstore.adapters.local.sqlite_search_sql import (
@@ -86,7 +86,7 @@ class SqliteSearchIndex:
         *,
         approx_min_rows: int = APPROX_MIN_ROWS,
         shortlist_min: int = SHORTLIST_MIN,
-        ann_min_rows: int | None = None,  # off by default: see vector_cache.ANN_MIN_ROWS
+        ann_min_rows: int | None = None,  # None: no index (serve passes CTXSTORE_VECTOR_ANN_MIN_ROWS)
         ann_in_background: bool = True,
         snapshot_every_s: float = 0,  # > 0: save large changed scopes' vector snapshots this often (serve)
         keyword_merge_every_s: float = 0,  # > 0: look this often for an idle keyword index to merge (serve)
