@@ -93,32 +93,37 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=1000)
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--database", default=BIG_DB, help="of the big dir: `lat` for latency_1m.py's (one 1M scope)")
     args = ap.parse_args()
     env = {"CTXSTORE_EXTRACTOR": "none"}
-    info = json.loads((args.big / "build.json").read_text())
+    built = args.big / "build.json"  # small_scopes.py's dir; latency_1m.py's keeps its key in progress.json
+    info = json.loads((built if built.exists() else args.big / "progress.json").read_text())
     res: dict[str, Any] = {
-        "diagnostic": "big data dir grown by small_scopes.py (1M chunks written straight into the index)"
+        "diagnostic": "big data dir grown by small_scopes.py or latency_1m.py (rows written straight into the index)",
+        "big_dir": str(args.big),
+        "database": args.database,
     }
     with tempfile.TemporaryDirectory(dir=args.big.parent) as tmp, Api(Path(tmp) / "data", env=env) as api:
         api.create_db("w")
         api.ingest_app("w", [{"id": "warm", "title": "Warm", "type": "note", "content": {"text": "Cells."}}])
         api.wait("w", {None: ["warm"]}, time.perf_counter(), poll=0.2, until="searchable")
         res["empty"] = _ingest_timed(api, "w", "writes", _notes(args.items, "e"))
+        res["empty"]["rss_mb"] = _rss_mb(api.server.proc.pid)  # the ingest's own memory, without the 1M index
     conn = sqlite3.connect(args.big / "data" / "search.db")
     res["big_chunks_before"] = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     conn.close()
     tag = f"b{int(time.time())}"  # a collection of its own each run: the big dir keeps earlier runs' writes
     with Api(args.big / "data", env=env, key=info["key"]) as api:
         t0 = time.perf_counter()
-        api.query({"database": BIG_DB, "query": "load the vectors", "mode": "fast", "max_results": 10})
+        api.query({"database": args.database, "query": "load the vectors", "mode": "fast", "max_results": 10})
         res["big_first_query_s"] = round(time.perf_counter() - t0, 1)
         items = _notes(args.items, tag)
-        res["big"] = _ingest_timed(api, BIG_DB, tag, items)
+        res["big"] = _ingest_timed(api, args.database, tag, items)
         res["big"]["rss_mb"] = _rss_mb(api.server.proc.pid)
         res["ratio_big_to_empty"] = round(
             res["big"]["items_per_s_searchable"] / res["empty"]["items_per_s_searchable"], 3
         )
-        res["delete_reingest"] = _probe(api, BIG_DB, tag, items, args.probes)
+        res["delete_reingest"] = _probe(api, args.database, tag, items, args.probes)
         args.out.write_text(json.dumps(res, indent=2) + "\n")
         print(json.dumps(res), flush=True)
         api.server.stop(timeout=600)  # a clean stop saves the 1M scope's vectors (1.5 GB): longer than 20 s
