@@ -48,6 +48,7 @@ from ctxstore.adapters.local.sqlite_search_sql import (
     chunk_doc,
     count_scopes,
     filter_sql,
+    insert_chunk,
     scope_id,
     vector_blob,
 )
@@ -271,33 +272,7 @@ class SqliteSearchIndex:
                     added[sid][1] += length
                     scoped_title, scoped_text = kt.scoped(code, title_terms), kt.scoped(code, text_terms)
                     tokens.update(kp.row_tokens(scoped_title, scoped_text))
-                    (rowid,) = conn.execute(
-                        "INSERT INTO chunks (org, database, collection, store, item_id, chunk_id, title, text, scope,"
-                        " source_type, metadata, additional_metadata, created_at, position, dim, vector,"
-                        " kw_scope, kw_title, kw_text, kw_len)"
-                        " VALUES (?,?,?,?,?,?,?,?,'',?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                        (
-                            org,
-                            c.database,
-                            c.collection,
-                            c.store,
-                            c.item_id,
-                            c.chunk_id,
-                            c.title,
-                            c.text,
-                            c.source_type,
-                            json.dumps(c.metadata, separators=(",", ":")),
-                            json.dumps(c.additional_metadata, separators=(",", ":")),
-                            c.created_at,
-                            c.position,
-                            dim,
-                            blob,
-                            sid,
-                            scoped_title,
-                            scoped_text,
-                            length,
-                        ),
-                    ).fetchone()
+                    rowid = insert_chunk(conn, org, c, dim, blob, sid, (scoped_title, scoped_text, length))
                     new_rows.append(int(rowid))
                     key = (org, c.database, c.store)
                     self._bump(conn, key, delta)

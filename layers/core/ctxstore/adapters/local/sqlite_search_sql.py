@@ -85,6 +85,45 @@ KW_DELETE = (
 KW_OLD_TRIGGERS = ("DROP TRIGGER IF EXISTS kw_ai", "DROP TRIGGER IF EXISTS kw_ad")  # files written before
 
 
+def insert_chunk(
+    conn: Connection,
+    org: str,
+    c: ChunkDoc,
+    dim: int | None,
+    blob: bytes | None,
+    sid: int,
+    keywords: tuple[str, str, int],  # the scoped title and text stems, and their length
+) -> int:
+    """One chunk row; answers its row id (its FTS5 row is written with the transaction's others: KW_INSERT)."""
+    meta = json.dumps(c.metadata, separators=(",", ":"))
+    extra = json.dumps(c.additional_metadata, separators=(",", ":"))
+    (rowid,) = conn.execute(
+        "INSERT INTO chunks (org, database, collection, store, item_id, chunk_id, title, text, scope, source_type,"
+        " metadata, additional_metadata, created_at, position, dim, vector, kw_scope, kw_title, kw_text, kw_len)"
+        " VALUES (?,?,?,?,?,?,?,?,'',?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+        (
+            org,
+            c.database,
+            c.collection,
+            c.store,
+            c.item_id,
+            c.chunk_id,
+            c.title,
+            c.text,
+            c.source_type,
+            meta,
+            extra,
+            c.created_at,
+            c.position,
+            dim,
+            blob,
+            sid,
+            *keywords,
+        ),
+    ).fetchone()
+    return int(rowid)
+
+
 def vector_blob(vector: Vector | None) -> tuple[int | None, bytes | None]:
     if vector is None:
         return None, None
