@@ -56,7 +56,9 @@ def ingest(api: Api, progress: dict[str, Any], progress_path: Path, target: int,
     print(json.dumps({"sent": progress["sent"], "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
 
 
-def measure(api: Api, progress: dict[str, Any], label: str, n: int, backlog: bool = False) -> dict[str, Any]:
+def measure(
+    api: Api, progress: dict[str, Any], label: str, n: int, backlog: bool = False, wait_s: float = 300
+) -> dict[str, Any]:
     """`backlog`: time the queries at once, while the graph step of earlier ingestion still runs."""
     sf = SciFact.load()
     ids = [it["id"] for it in _items(sf, 0, progress["sent"])]
@@ -64,7 +66,7 @@ def measure(api: Api, progress: dict[str, Any], label: str, n: int, backlog: boo
     if backlog:
         waited = api.wait("glat", {None: ids}, t0, until="searchable")
     else:
-        waited = api.wait("glat", {None: ids}, t0, poll=5.0, limit_s=300)
+        waited = api.wait("glat", {None: ids}, t0, poll=5.0, limit_s=wait_s)
     claims = [q["text"] for q in read_jsonl(REPO.parent / "shared" / "data" / "beir_scifact" / "queries.jsonl")]
     random.Random(28).shuffle(claims)
     runs = progress.setdefault("runs", [])
@@ -114,6 +116,7 @@ def main() -> None:
         help="`measure` first while the graph step of earlier ingestion still runs, then again once it is done",
     )
     ap.add_argument("--data", type=Path, default=Path.home() / ".cache" / "ctxstore-graph-latency" / "data")
+    ap.add_argument("--wait-s", type=float, default=300, help="`measure`: wait this long for the graph step first")
     args = ap.parse_args()
     progress_path = args.data.parent / "progress.json"
     progress: dict[str, Any] = json.loads(progress_path.read_text()) if progress_path.exists() else {"sent": 0}
@@ -130,7 +133,7 @@ def main() -> None:
             return
         if args.backlog:
             print(json.dumps(measure(api, progress, args.label, args.n, backlog=True)), flush=True)
-        res = measure(api, progress, args.label, args.n)
+        res = measure(api, progress, args.label, args.n, wait_s=args.wait_s)
     progress_path.write_text(json.dumps(progress))
     # The server's key stays in progress.json (next to the data dir), never in the results.
     OUT.write_text(json.dumps({k: v for k, v in progress.items() if k != "key"}, indent=2) + "\n")
