@@ -3,6 +3,7 @@ and only while they are current: a write since, a crash before the close or a da
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,28 @@ def test_the_shortlist_codes_come_back_with_the_scope(tmp_path: Path) -> None:
     assert snapshot is not None and snapshot.codes is not None and snapshot.coded == 600
     assert _answers(reader, queries) == expected
     reader.close()
+
+
+def test_rows_added_after_the_last_search_are_coded_before_a_save(tmp_path: Path) -> None:
+    """Writes after the last query (a backlog finishing before a stop) left the codes short of the rows, so the
+    snapshot kept none and the next start encoded every row again before its first answer."""
+    rng = np.random.default_rng(5)
+    writer = ssi.SqliteSearchIndex(tmp_path / "search.db", approx_min_rows=100, shortlist_min=50)
+    writer.ensure_database("org", "db")
+    writer.upsert("org", _docs(rng, 0, 600))
+    queries = rng.normal(size=(10, 8)).astype(np.float32)
+    _answers(writer, queries)  # the codes are made for the first 600 rows
+    writer.upsert("org", _docs(rng, 600, 40))  # no search after these
+    writer.close()
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db", approx_min_rows=100, shortlist_min=50)
+    snapshot = vector_snapshot.load(tmp_path / "search.db.vectors", KEY, reader._generation(KEY))
+    assert snapshot is not None and snapshot.codes is not None and snapshot.coded == 640
+    got = _answers(reader, queries)
+    reader.close()
+    shutil.rmtree(tmp_path / "search.db.vectors")  # the same rows read from SQLite, encoded afresh
+    fresh = ssi.SqliteSearchIndex(tmp_path / "search.db", approx_min_rows=100, shortlist_min=50)
+    assert got == _answers(fresh, queries)
+    fresh.close()
 
 
 def test_an_unchanged_scope_is_not_saved_again(tmp_path: Path) -> None:

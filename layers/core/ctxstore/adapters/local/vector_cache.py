@@ -319,6 +319,12 @@ class VectorScope:
         self.ann = ann
         return changed
 
+    def extend_codes(self) -> None:
+        """Codes for the rows appended since they were last brought up to date, if the scope has codes at all
+        (call under the owner's lock): a snapshot then carries codes for every row."""
+        if self.codes is not None and self.coded < self.n:
+            self._encode()
+
     def _encode(self) -> None:
         """Bring the codes up to `n` rows; a new center (and full re-encode) when the scope has doubled."""
         live = self.n - self.dead

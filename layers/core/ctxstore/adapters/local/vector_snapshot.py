@@ -72,6 +72,9 @@ class Capture:
 
 
 def capture(scope: VectorScope) -> Capture:
+    # Rows appended since the last large search have no codes yet; without them the snapshot kept none, and the
+    # next start encoded every row again (1M: a pass over the whole 1.5 GB matrix before its first answer).
+    scope.extend_codes()
     live = np.flatnonzero(scope.alive[: scope.n])
     names = sorted(scope.coll_codes, key=lambda name: scope.coll_codes[name])
     codes: dict[str, npt.NDArray[Any]] = {}
