@@ -10,10 +10,9 @@ import math
 import random
 from pathlib import Path
 
-from ctxstore.adapters.local import keyword_terms as kt
-from ctxstore.adapters.local.keyword_lane import BM25_B, BM25_K1, TEXT_WEIGHT, TITLE_WEIGHT
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+from tests.support.bm25 import reference_bm25
 
 WORDS = ["heart", "aspirin", "risk", "statin", "cholesterol", "exercise", "sleep", "diet", "protein", "cell"]
 COLLECTIONS = [f"c{i}" for i in range(30)]
@@ -25,26 +24,6 @@ def _docs(rng: random.Random) -> list[ChunkDoc]:
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 120)))
         title = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 3)))
         out.append(ChunkDoc(f"k{i}", f"i{i}", "db", COLLECTIONS[i % 30], "knowledge", text, None, title=title))
-    return out
-
-
-def _bm25(docs: list[ChunkDoc], query: list[str]) -> dict[str, float]:
-    """bm25 from scratch over `docs` as one corpus (the statistics of the collections queried)."""
-    stems = [(kt.stems(d.title), kt.stems(d.text)) for d in docs]
-    avgdl = sum(len(t) + len(x) for t, x in stems) / len(docs)
-    out: dict[str, float] = {}
-    for d, (title, text) in zip(docs, stems, strict=True):
-        score = 0.0
-        for term in (kt.stem(w) for w in query):
-            n = sum(term in t or term in x for t, x in stems)
-            tf = TITLE_WEIGHT * title.count(term) + TEXT_WEIGHT * text.count(term)
-            if tf:
-                idf = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
-                score += (
-                    idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * (len(title) + len(text)) / avgdl))
-                )
-        if score:
-            out[d.chunk_id] = score
     return out
 
 
@@ -63,7 +42,7 @@ def test_twenty_collections_score_as_one_corpus_in_a_fixed_number_of_statements(
         flt = SearchFilter(database="db", collections=wanted, store="knowledge")
         got = {h.chunk_id: h.score for h in idx.keyword_search("org1", flt, " ".join(query), limit=1000)}
         conn.set_trace_callback(None)
-        expected = _bm25([d for d in live if d.collection in wanted], query)
+        expected = reference_bm25([d for d in live if d.collection in wanted], query)
         assert got.keys() == expected.keys()
         assert all(math.isclose(got[k], expected[k], rel_tol=1e-9) for k in got)
         postings_reads = [s for s in statements if "kw_postings" in s]

@@ -14,10 +14,9 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
-from ctxstore.adapters.local import keyword_terms as kt
-from ctxstore.adapters.local.keyword_lane import BM25_B, BM25_K1, TEXT_WEIGHT, TITLE_WEIGHT
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+from tests.support.bm25 import reference_bm25
 
 WORDS = [
     "heart",
@@ -96,21 +95,9 @@ def test_scores_equal_bm25_from_scratch_after_churn(tmp_path: Path) -> None:
         _churn(idx, rng, 25, live)
         idx.keyword_search("org1", flt, "aspirin statin", limit=5)  # fills the length cache mid-way
     docs = [d for d in live.values() if d.collection == "a"]
-    stems = [(kt.stems(d.title), kt.stems(d.text)) for d in docs]
-    avgdl = sum(len(t) + len(x) for t, x in stems) / len(docs)
     query = ["aspirin", "statin", "sleep"]
-    expected: dict[str, float] = {}
-    for d, (title, text) in zip(docs, stems, strict=True):
-        score = 0.0
-        for term in (kt.stem(w) for w in query):
-            n = sum(term in t or term in x for t, x in stems)
-            tf = TITLE_WEIGHT * title.count(term) + TEXT_WEIGHT * text.count(term)
-            if tf:
-                idf = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
-                norm = BM25_K1 * (1 - BM25_B + BM25_B * (len(title) + len(text)) / avgdl)
-                score += idf * tf * (BM25_K1 + 1) / (tf + norm)
-        if score:
-            expected[d.item_id] = score
+    by_chunk = reference_bm25(docs, query)
+    expected = {d.item_id: by_chunk[d.chunk_id] for d in docs if d.chunk_id in by_chunk}
     got = {h.item_id: h.score for h in idx.keyword_search("org1", flt, " ".join(query), limit=100)}
     assert got.keys() == expected.keys()
     assert all(math.isclose(got[k], expected[k], rel_tol=1e-9) for k in got)

@@ -169,29 +169,3 @@ def test_stop_wakes_an_idle_worker(tmp_path: Path) -> None:
     t0 = time.monotonic()
     runner.stop(timeout=5.0)
     assert time.monotonic() - t0 < 2.0
-
-
-def test_a_background_queue_with_threads_of_its_own_runs_while_foreground_jobs_wait(tmp_path: Path) -> None:
-    import threading
-    import time
-
-    q = _queue(tmp_path)
-    graph_ran = threading.Event()
-    seen: list[bool] = []
-
-    def index(job: Job) -> None:  # a foreground job still running (and more waiting) when the graph job starts
-        seen.append(graph_ran.wait(5))
-
-    bg = QueueSpec("graph", lambda job: graph_ran.set(), background=True, max_running=1, own_threads=True)
-    runner = LocalRunner(q, [bg, QueueSpec("index", index)], threads=1, idle_sleep_s=0.01)
-    for i in range(3):
-        q.enqueue("o", "index", f"i{i}", {})
-    q.enqueue("o", "graph", "g0", {})
-    runner.start()
-    try:
-        deadline = time.time() + 20
-        while len(seen) < 3 and time.time() < deadline:
-            time.sleep(0.02)
-    finally:
-        runner.stop()
-    assert seen == [True, True, True]

@@ -26,7 +26,8 @@ INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max
 # The graph step of an indexed item (relations, graph writes, completed): a background queue, run only
 # when no index job waits and by one thread fewer than the runner has, so items become searchable at
 # the embedder's pace and a new item never waits behind extraction. (A thread of its own, running during
-# indexing, QueueSpec.own_threads, was tried in issue 28: searchable looked slower in the one loaded run.)
+# indexing, was tried in issue 28 and removed: searchable looked slower, and on 2 cores extraction and
+# embedding together are bound by the CPU whatever the schedule, docs/benchmarks.md.)
 GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.

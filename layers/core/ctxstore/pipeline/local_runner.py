@@ -35,10 +35,6 @@ class QueueSpec:
     # `max_running` threads at once (0: no bound), so the foreground queues always have a thread.
     background: bool = False
     max_running: int = 0
-    # A background queue whose work runs elsewhere (the graph step: extraction in nice-10 processes) can
-    # have `max_running` threads of its own instead: it then runs while foreground jobs wait, on the cores'
-    # spare time, and never holds a thread the foreground needs.
-    own_threads: bool = False
     # With a batch handler a worker claims up to `batch` due jobs in one go (fewer when the queue is short,
     # so the other workers get their share) and the handler shares writes between them.
     batch_handler: BatchHandler | None = None
@@ -80,11 +76,6 @@ class LocalRunner:
             t = threading.Thread(target=self._loop, name=f"ctxstore-worker-{i}", daemon=True)
             t.start()
             self._workers.append(t)
-        for spec in self._specs:
-            for i in range(max(1, spec.max_running) if spec.own_threads else 0):
-                t = threading.Thread(target=self._own_loop, args=(spec,), name=f"ctxstore-{spec.name}-{i}", daemon=True)
-                t.start()
-                self._workers.append(t)
 
     def request_stop(self) -> None:
         """Claim nothing more; the workers finish the jobs they hold (the first step of a drain)."""
@@ -127,30 +118,9 @@ class LocalRunner:
                 self._run(spec, job)
                 ran += 1
         for spec in self._specs:
-            if spec.own_threads and self._workers:
-                continue  # served by its own threads
             if spec.background and not ran and not (self._stop.is_set() and self._workers):
                 ran += self._run_background(spec)
         return ran
-
-    def _own_loop(self, spec: QueueSpec) -> None:
-        """The loop of a thread of a queue with threads of its own (QueueSpec.own_threads)."""
-        while not self._stop.is_set():
-            seen = self._wake.generation if self._wake is not None else 0
-            try:
-                ran = self._run_background(spec)
-            except StoreUnavailable as exc:
-                log.warning("%s worker paused: storage unavailable: %s", spec.name, exc)
-                self._stop.wait(MAX_STORAGE_BACKOFF_S)
-                continue
-            except Exception:  # the loop must outlive any one bad job
-                log.exception("%s worker loop error", spec.name)
-                ran = 0
-            if ran == 0:
-                if self._wake is not None:
-                    self._wake.wait(seen, self._idle)
-                else:
-                    self._stop.wait(self._idle)
 
     def _claim(self, spec: QueueSpec, limit: int) -> list[Job]:
         jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=limit)
