@@ -163,6 +163,8 @@ class SqliteSearchIndex:
         delta.generations[key] = gen
 
     def _apply(self, delta: _Delta) -> None:
+        """After a write's commit, under the write lock: the cached scopes follow it, and merging waits."""
+        self.keyword_merger.wrote()
         with self._cache_lock:
             for key, gen in delta.generations.items():
                 cache = self._vectors.get(key)
@@ -273,7 +275,7 @@ class SqliteSearchIndex:
                     scoped_title, scoped_text = kt.scoped(code, title_terms), kt.scoped(code, text_terms)
                     tokens.update(kp.row_tokens(scoped_title, scoped_text))
                     rowid = insert_chunk(conn, org, c, dim, blob, sid, (scoped_title, scoped_text, length))
-                    new_rows.append(int(rowid))
+                    new_rows.append(rowid)
                     key = (org, c.database, c.store)
                     self._bump(conn, key, delta)
                     if c.vector is not None:
@@ -282,7 +284,6 @@ class SqliteSearchIndex:
                 count_scopes(conn, {sid: (n, t) for sid, (n, t) in added.items()})
                 kp.change_doc_freqs(conn, tokens)
             self._apply(delta)
-            self.keyword_merger.wrote()
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
         delta = _Delta()
@@ -295,7 +296,6 @@ class SqliteSearchIndex:
                     delta,
                 )
             self._apply(delta)
-            self.keyword_merger.wrote()
         return n
 
     def delete_scope(self, org: str, database: str, collection: str | None) -> int:
@@ -310,7 +310,6 @@ class SqliteSearchIndex:
                         conn, "org=? AND database=? AND collection=?", (org, database, collection), delta
                     )
             self._apply(delta)
-            self.keyword_merger.wrote()
         return n
 
     # -- reads ----------------------------------------------------------------------------------
