@@ -229,6 +229,38 @@ def run_size(label: str, real: Vectors, qs: Vectors, configs: list[str]) -> dict
     return out
 
 
+def feedback(label: str, real: Vectors, qs: Vectors, config: str) -> dict[str, Any]:
+    """The feedback search's recall by breadth: the query moved toward its two best rows (retrieval/feedback.py,
+    beta 0.5; the exact vector top 2 stands in for the fused top 2), against the moved vector's exact top 100.
+
+    A moved vector lies among the rows rather than where questions lie, where HNSW finds neighbours at a smaller
+    breadth; the query service may then search it more narrowly than a first pass."""
+    from ctxstore.retrieval.feedback import FEEDBACK_BETA, FEEDBACK_DOCS
+
+    rows, truth = corpus(label, real, qs)
+    moved = qs + FEEDBACK_BETA * np.stack([rows[t[:FEEDBACK_DOCS]].mean(axis=0) for t in truth])
+    moved = (moved / np.linalg.norm(moved, axis=1, keepdims=True)).astype(np.float32)
+    path = CACHE / f"ann1m-truth-feedback-{label}-{len(qs)}.npy"
+    if not path.exists():
+        np.save(path, np.stack(exact_top(rows, moved, K)))
+    moved_truth = list(np.load(path))
+    index, _ = build(rows, config)
+    out: dict[str, Any] = {"config": config, "load_avg_start": os.getloadavg(), "points": []}
+    for name, vectors, want in (("first_pass", qs, truth), ("feedback", moved, moved_truth)):
+        for b in BREADTHS:
+            index.expansion_search = max(b, 2 * K + 8)
+
+            def search(q: Vectors) -> npt.NDArray[np.int64]:
+                got = np.asarray(index.search(q, 2 * K + 8, threads=1).keys, dtype=np.int64)
+                return got[np.argsort(-(rows[got] @ q))][:K]
+
+            found, lat = timed(search, vectors)
+            out["points"].append({"search": name, "breadth": b, "recall@100": round(recall(found, want), 4), **lat})
+            print(f"    {out['points'][-1]}", flush=True)
+    out["load_avg_end"] = os.getloadavg()
+    return out
+
+
 _CHILD_STATUS = ("VmRSS", "VmHWM", "RssAnon", "RssFile")
 
 
@@ -297,7 +329,7 @@ def memory(label: str, config: str, n_queries: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["prepare", "measure", "memory", "memory-child"])
+    ap.add_argument("step", choices=["prepare", "measure", "memory", "memory-child", "feedback"])
     ap.add_argument("--lane", default="hnsw")
     ap.add_argument("--sizes", nargs="+", default=["real"])
     ap.add_argument("--configs", nargs="*", default=["i8-16-128"])
@@ -318,6 +350,11 @@ def main() -> None:
                 print(f"{label}: {config} {build(rows, config, args.threads)[1]}", flush=True)
         return
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.step == "feedback":
+        for label in args.sizes:
+            results.setdefault(label, {})[f"feedback_{args.configs[0]}"] = feedback(label, real, qs, args.configs[0])
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return
     if args.step == "memory":
         for label in args.sizes:
             results.setdefault(label, {})[f"memory_{args.configs[0]}"] = memory(label, args.configs[0], args.queries)

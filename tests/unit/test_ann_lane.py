@@ -104,7 +104,9 @@ def test_collection_filter_on_the_index_and_the_fallback_for_narrow_ones(
         _fill(index, docs)
         hits = index.vector_search(ORG, _flt("c1"), queries[0], limit=20)
         assert len(hits) == 20 and {h.collection for h in hits} == {"c1"}
-        assert scored_rows[-1] < 1980  # the index's candidates of c1, not a scan of c1's rows
+        # The first k = 2 x 20 + 8 of the index's candidates in c1: not a scan of c1's rows, nor all of the
+        # candidates over-fetched to find k in half the scope.
+        assert scored_rows[-1] == 2 * 20 + 8
         tiny = index.vector_search(ORG, _flt("tiny"), queries[0], limit=20)
         assert len(tiny) == 20 and {h.collection for h in tiny} == {"tiny"}  # too narrow for the index: a scan
         exact = 3960 + np.argsort(-(rows[3960:] @ queries[0]))[:20]
@@ -322,3 +324,29 @@ def test_rows_added_after_a_start_survive_the_release_and_are_rescored_from_memo
         assert scope.ann is not None and scope.file_rows is not None and scope.file_rows.rows == len(rows)
     finally:
         reopened.close()
+
+
+def test_a_narrow_search_asks_the_index_for_the_narrow_breadth(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The feedback search (narrow) runs at NARROW_BREADTH, a first pass at the index's default breadth."""
+    rows, queries = real
+    breadths: list[int | None] = []
+    inner = AnnIndex.search
+
+    def spy(self: AnnIndex, query: Vectors, count: int, breadth: int | None = None) -> npt.NDArray[np.int64]:
+        breadths.append(breadth)
+        return inner(self, query, count, breadth)
+
+    monkeypatch.setattr(AnnIndex, "search", spy)
+    index = _open(tmp_path)
+    try:
+        _fill(index, _docs(rows))
+        first = index.vector_search(ORG, _flt(), queries[0], limit=10)
+        narrow = index.vector_search(ORG, _flt(), queries[0], limit=10, narrow=True)
+        assert breadths == [None, vector_cache.NARROW_BREADTH]
+        assert [h.chunk_id for h in narrow[:5]] == [h.chunk_id for h in first[:5]]
+    finally:
+        index.close()

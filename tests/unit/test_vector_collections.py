@@ -55,6 +55,40 @@ def test_collection_rows_follow_appends_new_collections_and_compaction() -> None
     assert set(scope.ids[got].tolist()).isdisjoint(range(1, 4_001))
 
 
+def test_collection_mask_is_the_same_whether_it_scatters_rows_or_compares_codes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A small collection scatters its rows, a large one compares every row's code: both give alive & in-codes,
+    with dead rows and an ungrouped tail, and a large collection never builds its list of rows."""
+    rng = np.random.default_rng(4)
+    scope = VectorScope.empty(0, 32, capacity=20_000)
+    names = ["big" if i % 10 else f"small{i % 7}" for i in range(16_000)]
+    scope.add_block(np.arange(1, 16_001, dtype=np.int64), names, _unit(rng, 16_000))
+    scope.remove(range(1, 16_001, 13))
+    scope.add([(20_000 + i, "big" if i % 2 else "small1", v) for i, v in enumerate(_unit(rng, 300))])  # tail
+    alive = scope.alive[: scope.n].copy()
+    built: list[int] = []
+    inner = VectorScope.collection_rows
+
+    def spy(self: VectorScope, codes: list[int]) -> npt.NDArray[np.intp]:
+        built.append(len(codes))
+        return inner(self, codes)
+
+    monkeypatch.setattr(VectorScope, "collection_rows", spy)
+    for names_wanted, scatters in (
+        (["small1"], True),
+        (["small1", "small3"], True),
+        (["big"], False),
+        (["big", "small2"], False),
+    ):
+        codes = sorted(scope.coll_codes[c] for c in names_wanted)
+        built.clear()
+        got = scope.collection_mask(codes, alive)
+        assert got.tolist() == (alive & np.isin(scope.coll[: scope.n], codes)).tolist()
+        assert bool(built) is scatters
+    assert scope.collection_mask([], alive).sum() == 0
+
+
 def test_coded_lane_measures_distances_over_the_collections_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """100 collections of a 1,000-collection scope: the codes of their rows, not of every row, same answer."""
     rng = np.random.default_rng(2)

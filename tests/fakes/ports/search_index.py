@@ -209,7 +209,9 @@ class InMemorySearchIndex:
             stats[coll] = (len(docs), avg, df)
         return stats
 
-    def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
+    def vector_search(
+        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int, narrow: bool = False
+    ) -> list[Hit]:
         if limit <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(-1)

@@ -20,11 +20,12 @@ class RecordingIndex:
     """The real index, with the query vectors of its vector searches written down."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.vectors = inner, []
+        self.inner, self.vectors, self.narrow = inner, [], []
 
-    def vector_search(self, org: str, flt: Any, vector: Any, limit: int) -> Any:
+    def vector_search(self, org: str, flt: Any, vector: Any, limit: int, narrow: bool = False) -> Any:
         self.vectors.append(np.asarray(vector, dtype=np.float32))
-        return self.inner.vector_search(org, flt, vector, limit=limit)
+        self.narrow.append(narrow)
+        return self.inner.vector_search(org, flt, vector, limit=limit, narrow=narrow)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -52,7 +53,7 @@ def la(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApp]:
     app.close()
 
 
-def _query(la: LocalApp, body: dict[str, Any]) -> tuple[list[str], list[np.ndarray]]:
+def _query(la: LocalApp, body: dict[str, Any]) -> tuple[list[str], list[np.ndarray], list[bool]]:
     recording = RecordingIndex(la.container.search_index)
     inner, la.container.search_index = la.container.search_index, recording  # type: ignore[assignment]
     try:
@@ -60,13 +61,14 @@ def _query(la: LocalApp, body: dict[str, Any]) -> tuple[list[str], list[np.ndarr
     finally:
         la.container.search_index = inner
     assert r.status_code == 200, r.text
-    return [c["id"] for c in r.json()["data"]["chunks"]], recording.vectors
+    return [c["id"] for c in r.json()["data"]["chunks"]], recording.vectors, recording.narrow
 
 
 def test_a_hybrid_query_searches_vectors_again_from_the_moved_query(la: LocalApp) -> None:
     question = "When did Caroline go to the support group?"
-    ids, vectors = _query(la, {"query": question, "mode": "fast"})
+    ids, vectors, narrow = _query(la, {"query": question, "mode": "fast"})
     assert ids and len(vectors) == 2
+    assert narrow == [False, True]  # the second search may be run narrower (vector_cache.NARROW_BREADTH)
     idx, embedder = la.container.search_index, la.container.embedder
     assert idx is not None and embedder is not None
     query = embedder.embed_query(question)
@@ -84,7 +86,7 @@ def test_a_hybrid_query_searches_vectors_again_from_the_moved_query(la: LocalApp
 
 
 def test_keyword_only_and_vector_only_queries_search_vectors_at_most_once(la: LocalApp) -> None:
-    _, vectors = _query(la, {"query": "support group", "mode": "fast", "alpha": 0.0})
+    _, vectors, _ = _query(la, {"query": "support group", "mode": "fast", "alpha": 0.0})
     assert len(vectors) <= 1
-    _, vectors = _query(la, {"query": "zzzqqq unmatched words", "mode": "fast"})  # no keyword hit: alpha 1
+    _, vectors, _ = _query(la, {"query": "zzzqqq unmatched words", "mode": "fast"})  # no keyword hit: alpha 1
     assert len(vectors) == 1

@@ -86,8 +86,11 @@ class SearchIndex(Protocol):
     ) -> list[Hit]: ...
 
     def vector_search(
-        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int
-    ) -> list[Hit]: ...
+        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int, narrow: bool = False
+    ) -> list[Hit]:
+        """The `limit` nearest chunks by dot product, best first. `narrow`: a search near rows already found good
+        (the feedback search, retrieval/feedback.py), which an approximate index may run at a smaller breadth."""
+        ...
 
     def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]: ...
 

@@ -49,4 +49,4 @@ def refine(r: HybridRetriever, scope: RetrievalScope, first: Pass, ranked: list[
         return first
     query = (moved / norm).astype(np.float32)
     keyword: list[LaneHits] = [lh for lh in first.lanes if lh.lane == "keyword"]
-    return Pass(keyword + r.vector_lanes(scope, query, depth), first.vector)
+    return Pass(keyword + r.vector_lanes(scope, query, depth, narrow=True), first.vector)

@@ -72,10 +72,16 @@ class HybridRetriever:
             for store in scope.stores
         ]
 
-    def vector_lanes(self, scope: RetrievalScope, vector: Vector, depth: int) -> list[LaneHits]:
+    def vector_lanes(
+        self, scope: RetrievalScope, vector: Vector, depth: int, *, narrow: bool = False
+    ) -> list[LaneHits]:
+        """`narrow`: the vector is near rows already found (the feedback search): see SearchIndex.vector_search."""
         return [
             lane_hits(
-                store, "vector", self.index.vector_search(scope.org, scope.filter(store), vector, limit=depth), depth
+                store,
+                "vector",
+                self.index.vector_search(scope.org, scope.filter(store), vector, limit=depth, narrow=narrow),
+                depth,
             )
             for store in scope.stores
         ]

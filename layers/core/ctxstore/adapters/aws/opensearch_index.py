@@ -395,7 +395,10 @@ class OpenSearchIndex:
         }
         return self._hits(self._search(body), limit)
 
-    def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
+    def vector_search(
+        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int, narrow: bool = False
+    ) -> list[Hit]:
+        # `narrow` is not passed on: OpenSearch Serverless's k-NN query takes no per-query search breadth.
         clauses = self._filters(org, flt)
         if limit <= 0 or clauses is None:
             return []

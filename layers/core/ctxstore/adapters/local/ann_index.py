@@ -122,9 +122,10 @@ class AnnIndex:
         self.add(missing, rows_of(missing))
         return len(stale), len(missing)
 
-    def search(self, query: Vector, count: int, breadth: int = EXPANSION_SEARCH) -> RowIds:
-        """Rowids of about `count` nearest rows, best first (approximate: the caller rescores)."""
+    def search(self, query: Vector, count: int, breadth: int | None = None) -> RowIds:
+        """Rowids of about `count` nearest rows, best first (approximate: the caller rescores); `breadth`:
+        expansion_search, EXPANSION_SEARCH unless given."""
         with self._lock:
-            self._index.expansion_search = max(breadth, count)  # type: ignore[misc]  # the stub omits the setter
+            self._index.expansion_search = max(breadth or EXPANSION_SEARCH, count)  # type: ignore[misc]  # the stub omits the setter
             found = self._index.search(query, count, threads=1)
         return np.asarray(found.keys, dtype=np.int64)

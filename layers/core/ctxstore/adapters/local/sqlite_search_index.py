@@ -54,6 +54,7 @@ from ctxstore.adapters.local.sqlite_search_sql import (
 )
 from ctxstore.adapters.local.vector_cache import (
     APPROX_MIN_ROWS,
+    NARROW_BREADTH,
     SHORTLIST_MIN,
     VectorScope,
     nearest,
@@ -412,7 +413,9 @@ class SqliteSearchIndex:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def vector_search(self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int) -> list[Hit]:
+    def vector_search(
+        self, org: str, flt: SearchFilter, vector: npt.NDArray[np.float32], *, limit: int, narrow: bool = False
+    ) -> list[Hit]:
         if limit <= 0 or (flt.item_ids is not None and not flt.item_ids):
             return []
         key = (org, flt.database, flt.store)
@@ -426,18 +429,16 @@ class SqliteSearchIndex:
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
             view = cache.view(approximate=cache.n >= self._approx_min_rows)
             codes = sorted({cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes})
-            # Some collections of the scope: their rows, not a test of every row's collection.
-            rows = cache.collection_rows(codes) if flt.collections and len(codes) < len(cache.coll_codes) else None
-        mask = view.alive
-        if rows is not None:
-            mask = np.zeros(mask.size, dtype=np.bool_)
-            mask[rows] = view.alive[rows]
+            mask = view.alive
+            if flt.collections and len(codes) < len(cache.coll_codes):  # some collections of the scope
+                mask = cache.collection_mask(codes, mask)
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
             mask &= np.isin(view.ids, allowed)
         k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
         limits = {"approx_min_rows": self._approx_min_rows, "shortlist_min": self._shortlist_min}
-        rowids, scores = nearest(view, query, mask, k, ann_min_rows=self._ann.min_rows or 0, **limits)
+        breadth = NARROW_BREADTH if narrow else None
+        rowids, scores = nearest(view, query, mask, k, ann_min_rows=self._ann.min_rows or 0, breadth=breadth, **limits)
         if rowids.size == 0:
             return []
         # The best `limit` rows first; the spares only when some of those were deleted since the snapshot.
