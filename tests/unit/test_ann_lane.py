@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ctxstore.adapters.local import vector_cache
+from ctxstore.adapters.local import ann_keeper, vector_cache
 from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
@@ -350,3 +351,99 @@ def test_a_narrow_search_asks_the_index_for_the_narrow_breadth(
         assert [h.chunk_id for h in narrow[:5]] == [h.chunk_id for h in first[:5]]
     finally:
         index.close()
+
+
+def test_a_saved_index_is_loaded_before_the_warm_up_ends_and_a_first_query_waits_for_it(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    scored_rows: list[int],
+) -> None:
+    """A restart with the index on disk: the warm-up ends with the index installed, and a query sent before the
+    load ends waits for it (a few seconds at most) instead of answering by a scan or the shortlist."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()  # saves the index
+    warmed = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)  # the background mode serve uses
+    try:
+        assert warmed.warm_vectors() == 1
+        assert warmed._vectors[KEY].ann is not None
+    finally:
+        warmed.close()
+    cold = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        scored_rows.clear()
+        assert len(cold.vector_search(ORG, _flt(), queries[1], limit=10)) == 10
+        assert cold._vectors[KEY].ann is not None
+        assert scored_rows == [2 * 10 + 8]  # the index's candidates only: the query waited for the load
+    finally:
+        cold.close()
+
+
+def test_a_small_catch_up_leaves_the_file_for_the_clean_stop_and_a_large_one_saves_it(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writing the file holds the index's lock (~1 s at 1M rows, searches wait): after a start that caught up a
+    few rows the file stays as it was until a clean stop; past SAVE_AFTER_CATCH_UP rows it is written at once."""
+    rows, queries = real
+    path = scope_file(tmp_path / "search.db.ann", KEY)
+    index = _open(tmp_path)
+    _fill(index, _docs(rows[:2000]))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+
+    def written_after(added: range, threshold: int) -> bool:
+        monkeypatch.setattr(ann_keeper, "SAVE_AFTER_CATCH_UP", threshold)
+        plain = SqliteSearchIndex(tmp_path / "search.db")  # writes the saved file never saw
+        _fill(plain, _docs(rows[added.start : added.stop], first=added.start))
+        plain.close()
+        before = path.stat().st_mtime_ns
+        restarted = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+        try:
+            restarted.warm_vectors()
+            assert len(_ann_keys(restarted)) == added.stop
+            return path.stat().st_mtime_ns != before
+        finally:
+            restarted._snapshot_keeper.stop()
+            restarted._db.close()  # a stop without the clean close's save, as after kill -9
+
+    assert not written_after(range(2000, 2200), threshold=1000)
+    assert written_after(range(2200, 3400), threshold=1000)
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_two_saves_of_one_scope_at_once_leave_one_whole_file_and_no_temporary_ones(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two saves of one scope (a catch-up's and a stop's) once shared a temporary name: one renamed the file the
+    other was still writing, and the second rename failed. A temporary file a crash left is removed at start."""
+    rows, _ = real
+    path = tmp_path / "ann" / "scope.usearch"
+    ids = np.arange(1, len(rows) + 1, dtype=np.int64)
+    first = AnnIndex.build(rows.shape[1], ids, lambda block: rows[block])
+    second = AnnIndex.build(rows.shape[1], ids[:2000], lambda block: rows[:2000][block])
+    errors: list[BaseException] = []
+
+    def save(ann: AnnIndex) -> None:
+        try:
+            for _ in range(5):
+                ann.save(path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(ann,)) for ann in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = AnnIndex.load(path, rows.shape[1])
+    assert loaded is not None and len(loaded) in (len(rows), 2000)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+    (path.parent / "scope.0123.tmp").write_bytes(b"cut short by a crash")
+    ann_keeper.AnnKeeper(path.parent, threading.Lock(), min_rows=1000, in_background=True)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]

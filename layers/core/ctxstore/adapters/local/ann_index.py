@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +46,7 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 768
 _BUILD_BLOCK = 65_536
+TMP_SUFFIX = ".tmp"  # a save in progress; one a crash left behind is removed at the next start (ann_keeper.py)
 
 
 def scope_file(directory: Path, key: tuple[str, ...]) -> Path:
@@ -86,13 +88,20 @@ class AnnIndex:
         return cls(index)
 
     def save(self, path: Path) -> None:
-        """Write to a temporary file and rename it: a crash leaves the old file or the new one, never half."""
+        """Write to a temporary file and rename it: a crash leaves the old file or the new one, never half.
+
+        The temporary name is this save's own and the rename happens under the lock: two saves of one scope
+        (a catch-up's and a clean stop's) once shared a name, and one renamed the file the other was writing."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with self._lock:
-            self._index.save(str(tmp))
-            self.dirty = False
-        os.replace(tmp, path)
+        tmp = path.with_name(f"{path.stem}.{uuid.uuid4().hex}{TMP_SUFFIX}")
+        try:
+            with self._lock:
+                self._index.save(str(tmp))
+                os.replace(tmp, path)
+                self.dirty = False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
     def __len__(self) -> int:
         return len(self._index)

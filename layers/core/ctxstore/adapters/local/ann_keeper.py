@@ -6,6 +6,12 @@ without an index gets one in a background thread, so queries keep answering by t
 meanwhile. The thread loads the scope's file (or builds from the rows when it is unusable), catches it up
 with the rows without the owner's lock, then installs it under the lock, which adds the writes made
 meanwhile (VectorScope.install_ann). Files live in `directory`, one per scope.
+
+A load from a saved file is waited for (`wait_loaded`): the start's warm-up waits for it, so do queries for a
+few seconds. At 1M rows it takes ~1 s (usearch holds the GIL meanwhile), where a query by the shortlist on a
+cold start took seconds. A build from the rows (minutes) is never waited for. After a load, the file is
+written again only when the catch-up was large: a save of 1M rows takes ~1 s and holds the index's lock, so
+searches wait; a small catch-up is cheap to repeat at the next start, and a clean stop saves (`save`).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ctxstore.adapters.local.mapped_rows import release_pages
 from ctxstore.adapters.local.vector_cache import VectorScope
 
 ScopeKey = tuple[str, str, str]  # org, database, store
+SAVE_AFTER_CATCH_UP = 10_000  # rows added or removed by a load's catch-up past which the file is written again
 
 
 class AnnKeeper:
@@ -29,38 +36,59 @@ class AnnKeeper:
         self._lock = lock  # the owner's cache lock: scopes change under it
         self._in_background = in_background  # False: the query that needs the index builds it (tests)
         self._builds: dict[ScopeKey, threading.Thread] = {}
+        self._loads: dict[ScopeKey, threading.Event] = {}  # loads from a saved file; set once installed
+        if directory.is_dir():  # saves a crash cut short (AnnIndex.save)
+            for stale in directory.glob("*.tmp"):
+                stale.unlink(missing_ok=True)
 
     def ensure(self, key: ScopeKey, cache: VectorScope | None) -> None:
         """Start loading or building the scope's index when it is large enough and has none."""
         if self.min_rows is None or cache is None or cache.ann is not None or cache.live < self.min_rows:
             return
+        from ctxstore.adapters.local.ann_index import scope_file  # usearch: only where the index is on
+
+        loaded = threading.Event()
         if not self._in_background:
-            self._build(key, cache)
+            self._build(key, cache, loaded)
             return
         with self._lock:
             running = self._builds.get(key)
             if running is not None and running.is_alive():
                 return
-            thread = threading.Thread(target=self._build, args=(key, cache), name="ann-build", daemon=True)
+            thread = threading.Thread(target=self._build, args=(key, cache, loaded), name="ann-build", daemon=True)
             self._builds[key] = thread
+            if scope_file(self.directory, key).exists():
+                self._loads[key] = loaded
+            else:
+                self._loads.pop(key, None)
         thread.start()
 
-    def _build(self, key: ScopeKey, cache: VectorScope) -> None:
+    def wait_loaded(self, key: ScopeKey, timeout: float | None) -> None:
+        """Wait (at most `timeout` s) for a load of the scope's saved index under way; at once otherwise."""
+        loaded = self._loads.get(key)
+        if loaded is not None:
+            loaded.wait(timeout)
+
+    def _build(self, key: ScopeKey, cache: VectorScope, loaded: threading.Event) -> None:
         from ctxstore.adapters.local.ann_index import AnnIndex, scope_file  # usearch: only where the index is on
 
-        path = scope_file(self.directory, key)
-        with self._lock:
-            ids, mat, at = cache.alive_rows()
-            from_file = cache.file_rows.rows if cache.file_rows is not None else 0  # rows of `mat` its file holds
-        ann = AnnIndex.load(path, cache.dim)
-        if ann is None:
-            ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
-        else:  # the bulk of a catch-up, without the lock
-            ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]])
-        release_pages(mat, from_file)  # the build read every row; the index's queries read only their candidates
-        with self._lock:
-            cache.install_ann(ann)  # the writes made meanwhile
-        if ann.dirty:
+        try:
+            path = scope_file(self.directory, key)
+            with self._lock:
+                ids, mat, at = cache.alive_rows()
+                from_file = cache.file_rows.rows if cache.file_rows is not None else 0  # rows of `mat` in its file
+            ann = AnnIndex.load(path, cache.dim)
+            if ann is None:
+                ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
+                changed = len(ids)
+            else:  # the bulk of a catch-up, without the lock
+                changed = sum(ann.sync(ids, lambda wanted: mat[at[np.searchsorted(ids, wanted)]]))
+            release_pages(mat, from_file)  # the build read every row; the index's queries read only their candidates
+            with self._lock:
+                changed += sum(cache.install_ann(ann))  # the writes made meanwhile
+        finally:
+            loaded.set()
+        if changed >= SAVE_AFTER_CATCH_UP:
             ann.save(path)
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -65,6 +65,10 @@ from ctxstore.ports.search_index import ChunkDoc, Hit, ItemKey, SearchFilter, St
 log = logging.getLogger("ctxstore.search")
 
 _STORES: tuple[Store, ...] = ("knowledge", "memory")
+# How long the warm-up, and then a query, wait for a scope's saved HNSW index to load (~1 s at 1M rows) rather
+# than search by the shortlist meanwhile (ann_keeper.py).
+WARM_UP_ANN_WAIT_S = 120.0
+QUERY_ANN_WAIT_S = 10.0
 # Vector scopes kept in memory, least recently used dropped first past this many bytes (the scope in use is
 # always kept), so idle scopes do not add up without end. One scope of 1M 384-d rows counts ~2.1 GB (its
 # arrays at the capacity it loads with, 1.25M rows, its codes and position map): 4 GiB keeps it beside
@@ -144,6 +148,7 @@ class SqliteSearchIndex:
         ]
         for key in keys:
             self._ann.ensure(key, self._scope(key))
+            self._ann.wait_loaded(key, WARM_UP_ANN_WAIT_S)
         return len(keys)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -423,6 +428,7 @@ class SqliteSearchIndex:
         if cache is None or cache.n == 0:
             return []
         self._ann.ensure(key, cache)
+        self._ann.wait_loaded(key, QUERY_ANN_WAIT_S)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
