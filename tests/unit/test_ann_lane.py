@@ -405,6 +405,7 @@ def test_a_small_catch_up_leaves_the_file_for_the_clean_stop_and_a_large_one_sav
         try:
             restarted.warm_vectors()
             assert len(_ann_keys(restarted)) == added.stop
+            assert restarted._ann.wait(timeout=60)  # the save, if any, follows the install
             return path.stat().st_mtime_ns != before
         finally:
             restarted._snapshot_keeper.stop()
