@@ -26,7 +26,7 @@ from ctxstore.retrieval import feedback
 from ctxstore.runtime import build_container
 from ctxstore.services.registry import build_services
 
-OUT = REPO / "bench" / "results" / "feedback_sweep.json"  # --out
+OUT = REPO / "bench" / "results" / "feedback_sweep.json"
 
 
 def build_scifact(data: Path) -> None:
@@ -63,49 +63,35 @@ def _set(docs: int, beta: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--locomo", type=Path)
-    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--scifact", type=Path)
     ap.add_argument("--build-scifact", action="store_true")
-    ap.add_argument("--pairs", action="store_true", help="LoCoMo's user_assistant_pairs database too")
     ap.add_argument("--variants", default="0:0,2:0.5,2:1.0,3:0.3,3:0.5,3:0.7,3:1.0,4:0.7,5:0.3,5:0.7")
-    ap.add_argument(
-        "--seeds",
-        default="keywords",
-        help="what the moved vector is seeded from: `fused` (the first pass's fused top, after both lanes) and/or"
-        " `keywords` (the keyword lanes' top, searched beside the first vector search), comma-separated",
-    )
     args = ap.parse_args()
     if args.build_scifact and args.scifact:
         build_scifact(args.scifact)
     variants = [(int(d), float(b)) for d, b in (v.split(":") for v in args.variants.split(","))]
     applies = feedback.applies
-    seeds = args.seeds.split(",")
-    rows: dict[str, dict[str, Any]] = {
-        f"{seed}:{d}:{b}": {"seed": seed, "docs": d, "beta": b} for seed in seeds for d, b in variants
-    }
+    rows: dict[str, dict[str, Any]] = {f"{d}:{b}": {"docs": d, "beta": b} for d, b in variants}
     parts: list[tuple[Path, str]] = [(p, name) for p, name in ((args.locomo, "locomo"), (args.scifact, "scifact")) if p]
     for data, name in parts:
         container, svc, principal = _open(data)
         lc = LoCoMo.load() if name == "locomo" else None
         sf = SciFact.load() if name == "scifact" else None
         mapping = pair_mapping(lc) if lc is not None else {}
-        for seed, (d, b) in ((seed, v) for seed in seeds for v in variants):
+        for d, b in variants:
             _set(d, b)
-            feedback.EARLY = seed == "keywords"
             feedback.applies = applies if d else (lambda first, alpha: False)  # type: ignore[assignment]
-            row = rows[f"{seed}:{d}:{b}"]
+            row = rows[f"{d}:{b}"]
             if lc is not None:
                 row["locomo turns"] = evaluate(svc, principal, "turns", lc, None)
-                if args.pairs:
-                    row["locomo pairs"] = evaluate(svc, principal, "pairs", lc, mapping)
+                row["locomo pairs"] = evaluate(svc, principal, "pairs", lc, mapping)
             if sf is not None:
                 row["scifact"] = _scifact(svc, principal, sf)
             print(json.dumps(row), flush=True)
         container.close()
     feedback.applies = applies  # type: ignore[assignment]
-    feedback.EARLY = True
     _set(2, 0.5)
-    args.out.write_text(json.dumps({"diagnostic": "in-process", "rows": list(rows.values())}, indent=1) + "\n")
+    OUT.write_text(json.dumps({"diagnostic": "in-process", "rows": list(rows.values())}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,40 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctxstore.retrieval.fusion import Candidate, LaneHits, fuse, ranked
-from ctxstore.retrieval.hybrid import HybridRetriever, Pass, RetrievalScope, ThenStep, Vector
+from ctxstore.retrieval.fusion import Candidate, LaneHits
+from ctxstore.retrieval.hybrid import HybridRetriever, Pass, RetrievalScope
 
 FEEDBACK_DOCS = 2
 FEEDBACK_BETA = 0.5
-EARLY = True  # SWEEP: seed from the keyword lanes' best, beside the first vector search
-
-
-def wanted(alpha: float | None) -> bool:
-    """Whether a query may take the feedback search: a hybrid one, its alpha given strictly between 0 and 1 or
-    left to the service."""
-    return alpha is None or 0.0 < alpha < 1.0
-
-
-def early_search(r: HybridRetriever, scope: RetrievalScope, depth: int) -> ThenStep | None:
-    """The feedback search as a step of the first pass (HybridRetriever.run's `then`)."""
-    if not EARLY:
-        return None
-
-    def search(keyword: list[LaneHits], query: Vector) -> list[LaneHits] | None:
-        top = [c.chunk_id for c in ranked(fuse(keyword, 0.0).values())[:FEEDBACK_DOCS]]
-        moved = _moved(r, scope, query, top)
-        return None if moved is None else r.vector_lanes(scope, moved, depth, narrow=True)
-
-    return search
-
-
-def _moved(r: HybridRetriever, scope: RetrievalScope, query: Vector, top: list[str]) -> Vector | None:
-    vectors = [d.vector for d in r.index.get_chunks(scope.org, top) if d.vector is not None]
-    if not vectors:
-        return None
-    moved = query + FEEDBACK_BETA * np.mean(np.stack(vectors), axis=0)
-    norm = float(np.linalg.norm(moved))
-    return None if norm == 0.0 else (moved / norm).astype(np.float32)
 
 
 def applies(first: Pass, alpha: float) -> bool:
@@ -68,10 +39,14 @@ def refine(r: HybridRetriever, scope: RetrievalScope, first: Pass, ranked: list[
     `ranked` is the first pass fused, best first. Returns `first` unchanged when there is nothing to
     move toward (no vectors stored for the top chunks)."""
     assert first.vector is not None
-    keyword: list[LaneHits] = [lh for lh in first.lanes if lh.lane == "keyword"]
-    if EARLY:
-        return first if first.then is None else Pass(keyword + first.then, first.vector)
-    query = _moved(r, scope, first.vector, [c.chunk_id for c in ranked[:FEEDBACK_DOCS]])
-    if query is None:
+    top = [c.chunk_id for c in ranked[:FEEDBACK_DOCS]]
+    vectors = [d.vector for d in r.index.get_chunks(scope.org, top) if d.vector is not None]
+    if not vectors:
         return first
+    moved = first.vector + FEEDBACK_BETA * np.mean(np.stack(vectors), axis=0)
+    norm = float(np.linalg.norm(moved))
+    if norm == 0.0:
+        return first
+    query = (moved / norm).astype(np.float32)
+    keyword: list[LaneHits] = [lh for lh in first.lanes if lh.lane == "keyword"]
     return Pass(keyword + r.vector_lanes(scope, query, depth, narrow=True), first.vector)

@@ -1,15 +1,13 @@
 """One retrieval pass: keyword and vector lanes over the requested stores, run concurrently.
 
 The query embedding (onnxruntime) and the FTS5 search (SQLite) both release the GIL, so the keyword
-lanes run on a worker thread while the query is embedded; the vector lanes follow. A step that needs the
-keyword lanes and the query vector (`then`: the feedback search, retrieval/feedback.py) runs on the keyword
-thread as soon as both exist, beside the vector lanes (the HNSW search releases the GIL too).
+lanes run on a worker thread while the query is embedded; the vector lanes follow.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -55,11 +53,6 @@ class Pass:
 
     lanes: list[LaneHits]
     vector: Vector | None = None
-    then: list[LaneHits] | None = None  # what `run`'s `then` step answered, if it ran
-
-
-# After the keyword lanes, given them and the query vector: more lanes, or None.
-ThenStep = Callable[[list[LaneHits], Vector], list[LaneHits] | None]
 
 
 class HybridRetriever:
@@ -109,18 +102,13 @@ class HybridRetriever:
         operator: str,
         depth: int,
         vector_override: Vector | None = None,
-        then: ThenStep | None = None,
     ) -> Pass:
-        pending: Future[tuple[list[LaneHits], list[LaneHits] | None]] | None = None
-        query_vector: Future[Vector | None] = Future()
+        pending: Future[list[LaneHits]] | None = None
         if keyword:
             # The lane's thread runs in a copy of this context: its span is a child of the query's.
-            step = then if vector else None
-            run = contextvars.copy_context().run
-            pending = _POOL.submit(run, self._keyword, scope, keyword_text, operator, depth, step, query_vector)
+            pending = _POOL.submit(contextvars.copy_context().run, self._keyword, scope, keyword_text, operator, depth)
         lanes: list[LaneHits] = []
         qvec: Vector | None = None
-        after: list[LaneHits] | None = None
         try:
             if vector:
                 if vector_override is not None:
@@ -128,33 +116,17 @@ class HybridRetriever:
                 else:
                     with obs.timed(obs.QUERY_LANE, "query.embed", lane="embed"):
                         qvec = self.embed(vector_text)
-                query_vector.set_result(qvec)
                 if qvec is not None:
                     with obs.timed(obs.QUERY_LANE, "query.vector_lanes", lane="vector"):
                         lanes += self.vector_lanes(scope, qvec, depth)
         finally:
-            if not query_vector.done():
-                query_vector.set_result(None)  # the keyword thread's step must not wait for ever
             if pending is not None:
-                keyword_lanes, after = pending.result()
-                lanes = keyword_lanes + lanes
-        return Pass(lanes, qvec, after)
+                lanes = pending.result() + lanes
+        return Pass(lanes, qvec)
 
-    def _keyword(
-        self,
-        scope: RetrievalScope,
-        text: str,
-        operator: str,
-        depth: int,
-        then: ThenStep | None,
-        query_vector: Future[Vector | None],
-    ) -> tuple[list[LaneHits], list[LaneHits] | None]:
+    def _keyword(self, scope: RetrievalScope, text: str, operator: str, depth: int) -> list[LaneHits]:
         with obs.timed(obs.QUERY_LANE, "query.keyword_lanes", lane="keyword"):
-            lanes = self.keyword_lanes(scope, text, operator, depth)
-        if then is None:
-            return lanes, None
-        qvec = query_vector.result()
-        return lanes, then(lanes, qvec) if qvec is not None else None
+            return self.keyword_lanes(scope, text, operator, depth)
 
     def with_items(self, scope: RetrievalScope, item_ids: Sequence[str]) -> RetrievalScope:
         return replace(scope, item_ids=list(item_ids))

@@ -136,16 +136,8 @@ class QueryService:
         text_only = req.query_by == "text" or r.embedder is None
         depth = candidate_depth(req.max_results)
         vector_text = f"{req.additional_context}\n{req.query}" if req.additional_context else req.query
-        early = feedback.early_search(r, scope, depth) if feedback.wanted(req.alpha) else None
         first = r.run(
-            scope,
-            req.query,
-            vector_text,
-            keyword=True,
-            vector=not text_only,
-            operator=req.operator,
-            depth=depth,
-            then=early,
+            scope, req.query, vector_text, keyword=True, vector=not text_only, operator=req.operator, depth=depth
         )
         kw_hits = sum(len(lh.hits) for lh in first.lanes if lh.lane == "keyword")
         vec_hits = sum(len(lh.hits) for lh in first.lanes if lh.lane == "vector")
