@@ -448,3 +448,29 @@ def test_two_saves_of_one_scope_at_once_leave_one_whole_file_and_no_temporary_on
     (path.parent / "scope.0123.tmp").write_bytes(b"cut short by a crash")
     ann_keeper.AnnKeeper(path.parent, threading.Lock(), min_rows=1000, in_background=True)
     assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+
+
+def test_candidates_among_rows_added_since_the_start_leave_the_snapshot_file_unmapped(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A candidate added since the start (in the mapping's private pages) once sent every candidate through the
+    mapping, whose faults map the file's pages around each one into the resident set; the file's rows are read
+    by pread instead, whatever rows they are rescored with."""
+    rows, _ = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), rows[0], limit=10)
+    index.close()  # saves the vector snapshot and the index: the next start maps the matrix, builds nothing
+    reopened = _open(tmp_path)
+    try:
+        added = (rows[:40] + 0.05 * rows[40:80]) / np.linalg.norm(rows[:40] + 0.05 * rows[40:80], axis=1)[:, None]
+        reopened.upsert(ORG, _docs(added.astype(np.float32), first=len(rows)))
+        before = _resident_kb(".mat.npy")
+        for i in range(40):
+            hits = reopened.vector_search(ORG, _flt(), rows[i], limit=100)
+            ids = {int(h.chunk_id[1:]) for h in hits}
+            assert len(rows) + i in ids and i in ids  # an added row and a saved one in the same rescoring
+        assert _resident_kb(".mat.npy") - before < 512, _resident_kb(".mat.npy") - before
+    finally:
+        reopened.close()
