@@ -452,7 +452,8 @@ def _rescored(
         gathered = reader.take(rows)
     else:
         gathered = np.empty((rows.size, view.mat.shape[1]), dtype=np.float32)
-        gathered[in_file] = reader.take(rows[in_file])
+        if in_file.any():
+            gathered[in_file] = reader.take(rows[in_file])
         gathered[~in_file] = view.mat[rows[~in_file]]
     return _top(view.ids[rows], _scores(gathered, query), k)
 
