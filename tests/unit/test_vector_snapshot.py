@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ctxstore.adapters.local import sqlite_search_index as ssi
-from ctxstore.adapters.local import vector_snapshot
+from ctxstore.adapters.local import vector_snapshot, vector_snapshot_keeper
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 
 KEY = ("org", "db", "knowledge")
@@ -79,6 +80,33 @@ def test_a_damaged_snapshot_falls_back_to_sqlite(tmp_path: Path) -> None:
     reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
     assert _answers(reader, queries) == expected
     reader.close()
+
+
+def test_a_large_scope_read_from_sqlite_is_saved_and_mapped_back_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read whole from SQLite (no snapshot), a large scope's matrix sat in anonymous memory until the next start:
+    it is saved with its codes and mapped from the file as soon as it is read, with the same answers."""
+    monkeypatch.setattr(vector_snapshot_keeper, "DUE_MIN_ROWS", 500)
+    expected, queries = _written(tmp_path)
+    shutil.rmtree(tmp_path / "search.db.vectors")
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    try:
+        assert _answers(reader, queries) == expected
+        scope = reader._vectors[KEY]
+        assert scope.file_rows is not None and scope.file_rows.rows == 599  # mapped from its file, read by pread
+        assert scope.codes is not None and scope.coded == 599  # saved with them: no later pass over every row
+        assert vector_snapshot.is_saved(tmp_path / "search.db.vectors", KEY, scope)
+    finally:
+        reader.close()
+    monkeypatch.setattr(vector_snapshot_keeper, "DUE_MIN_ROWS", 5_000)  # a small scope stays as it was read
+    shutil.rmtree(tmp_path / "search.db.vectors")
+    small = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    try:
+        assert _answers(small, queries) == expected
+        assert small._vectors[KEY].file_rows is None
+    finally:
+        small.close()
 
 
 def test_a_scope_read_from_a_snapshot_takes_writes_and_saves_again(tmp_path: Path) -> None:

@@ -71,8 +71,8 @@ def test_a_changed_large_scope_is_saved_while_running_and_only_when_due(tmp_path
     index = ssi.SqliteSearchIndex(tmp_path / "search.db")
     index.ensure_database("org", "db")
     index.upsert("org", _docs(rng, range(300)))
-    index.vector_search("org", ALL, rng.normal(size=8).astype(np.float32), limit=5)  # read from SQLite: due
-    assert index.save_due_snapshots() == 1
+    index.vector_search("org", ALL, rng.normal(size=8).astype(np.float32), limit=5)  # read from SQLite: saved
+    assert vector_snapshot.load(index._snapshots, KEY) is not None  # at once, and mapped back (map_read_scope)
     assert index.save_due_snapshots() == 0  # nothing changed since
     index.upsert("org", _docs(rng, range(300, 310)))
     assert index.save_due_snapshots() == 0  # 10 rows: under the 20 that make a save due
@@ -90,8 +90,8 @@ def test_a_start_after_a_crash_catches_the_snapshot_up(tmp_path: Path) -> None:
     index = ssi.SqliteSearchIndex(path)
     index.ensure_database("org", "db")
     index.upsert("org", _docs(rng, range(400)))
-    index.vector_search("org", ALL, rng.normal(size=8).astype(np.float32), limit=5)
-    assert index.save_due_snapshots() == 1
+    index.vector_search("org", ALL, rng.normal(size=8).astype(np.float32), limit=5)  # saved as it is read
+    assert index.save_due_snapshots() == 0
     # After the save: new rows, deletes, and re-ingests (a delete and an insert of the same chunk id).
     index.upsert("org", _docs(rng, range(400, 450)))
     for i in (3, 4, 5, 401):

@@ -367,8 +367,9 @@ class SqliteSearchIndex:
     def _load(self, key: ScopeKey) -> VectorScope:
         """From the scope's snapshot, caught up with SQLite when older, or from SQLite (vector_loading.py)."""
         loaded = vector_loading.load_scope(self._db.conn, self._snapshots, key)
-        self._snapshot_keeper.loaded(key, loaded.from_sqlite)
-        return loaded.scope
+        scope, unsaved = self._snapshot_keeper.map_read_scope(key, loaded.scope, loaded.from_sqlite)
+        self._snapshot_keeper.loaded(key, unsaved)
+        return scope
 
     def _scope(self, key: ScopeKey) -> VectorScope | None:
         gen = self._generation(key)

@@ -45,6 +45,22 @@ class SnapshotKeeper:
     def forget(self, key: ScopeKey) -> None:
         self._unsaved.pop(key, None)
 
+    def map_read_scope(self, key: ScopeKey, scope: VectorScope, from_sqlite: int) -> tuple[VectorScope, int]:
+        """A large scope read whole from SQLite, saved and mapped back from its snapshot: (scope, rows unsaved).
+
+        Read from SQLite, the matrix sits in anonymous memory (1.5 GB at 1M) until a later start maps a snapshot;
+        an HNSW index loaded or built beside it took a first start at 1M to a 2.7 GB peak. Saved at once (a few
+        seconds at 1M, on a start that read SQLite for half a minute), it is mapped like any snapshot and read by
+        pread. The codes are made first, from memory, so the snapshot carries them and nothing reads every row
+        through the mapping later. Call under the index's locks."""
+        if from_sqlite < scope.n or scope.live < DUE_MIN_ROWS:
+            return scope, from_sqlite
+        scope.view(approximate=True)  # the shortlist's codes
+        if not self.save_current([(key, scope)]):
+            return scope, from_sqlite
+        mapped = vector_snapshot.load(self._folder, key, scope.generation)
+        return (scope, from_sqlite) if mapped is None else (mapped, 0)
+
     # -- saves ------------------------------------------------------------------------------------
 
     def is_due(self, scope: VectorScope, unsaved: int) -> bool:
