@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -473,4 +474,37 @@ def test_candidates_among_rows_added_since_the_start_leave_the_snapshot_file_unm
             assert len(rows) + i in ids and i in ids  # an added row and a saved one in the same rescoring
         assert _resident_kb(".mat.npy") - before < 512, _resident_kb(".mat.npy") - before
     finally:
+        reopened.close()
+
+
+def test_a_query_does_not_wait_for_a_build_that_replaces_an_unreadable_file(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a load from a saved file is waited for: when the file turns out unreadable, the build from the rows
+    that replaces it (minutes at 1M) runs in the background while queries answer by the scan or the shortlist."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+    scope_file(tmp_path / "search.db.ann", KEY).write_bytes(b"not an index" * 100)
+    release = threading.Event()
+    inner = AnnIndex.build
+
+    def held_build(*args: object, **kwargs: object) -> AnnIndex:
+        release.wait(30)
+        return inner(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AnnIndex, "build", held_build)
+    reopened = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        started = time.monotonic()
+        assert len(reopened.vector_search(ORG, _flt(), queries[1], limit=10)) == 10
+        assert time.monotonic() - started < 5  # not the 10 s a load may be waited for
+        assert reopened._vectors[KEY].ann is None  # answered while the build is held
+    finally:
+        release.set()
+        reopened._ann.wait(timeout=60)
         reopened.close()

@@ -78,7 +78,8 @@ class AnnKeeper:
                 ids, mat, at = cache.alive_rows()
                 from_file = cache.file_rows.rows if cache.file_rows is not None else 0  # rows of `mat` in its file
             ann = AnnIndex.load(path, cache.dim)
-            if ann is None:
+            if ann is None:  # unusable or gone: a build from the rows (minutes) is not waited for
+                loaded.set()
                 ann = AnnIndex.build(cache.dim, ids, lambda block: mat[at[block]], threads=1)  # queries keep a core
                 changed = len(ids)
             else:  # the bulk of a catch-up, without the lock
