@@ -120,7 +120,7 @@ class ExtractionSettings(Group):
     # CTXSTORE_EXTRACTOR_PROCESSES: "rules" extraction in this many spawned processes (0: in the worker
     # threads, where spaCy's GIL lets only one extract at a time). Lambda has no /dev/shm: keep 0 there.
     # Two: a batch of graph jobs is split between them, so the graph step has both cores once indexing
-    # is done (they run at nice 10, below indexing, before that; issue 28).
+    # is done (they run at nice 19, below indexing, before that; issue 28).
     extractor_processes: int = 2
     extractor_model_id: str = ""  # CTXSTORE_EXTRACTOR_MODEL_ID: Bedrock chat model (or inference profile) id
     # Memory inference for infer=true: "rules" (offline, the default) or "llm" (the LLM group's endpoint).
