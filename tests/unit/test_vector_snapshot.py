@@ -4,6 +4,7 @@ and only while they are current: a write since, a crash before the close or a da
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,32 @@ def test_a_large_scope_read_from_sqlite_is_saved_and_mapped_back_at_once(
         assert small._vectors[KEY].file_rows is None
     finally:
         small.close()
+
+
+def test_a_read_from_sqlite_during_a_periodic_save_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A periodic save holds the save lock and then waits for the cache lock that a scope's load holds: the load
+    must not wait for the save lock (a deadlock). It answers from memory and leaves the save to the saver."""
+    monkeypatch.setattr(vector_snapshot_keeper, "DUE_MIN_ROWS", 500)
+    monkeypatch.setattr(vector_snapshot_keeper, "DUE_MIN_CHANGES", 100)
+    expected, queries = _written(tmp_path)
+    shutil.rmtree(tmp_path / "search.db.vectors")
+    reader = ssi.SqliteSearchIndex(tmp_path / "search.db")
+    answers: list[list[list[tuple[str, float]]]] = []
+    reader._snapshot_keeper._saving.acquire()  # a periodic save under way
+    try:
+        loading = threading.Thread(target=lambda: answers.append(_answers(reader, queries)), daemon=True)
+        loading.start()
+        loading.join(20)
+        assert not loading.is_alive() and answers == [expected]
+        assert reader._vectors[KEY].file_rows is None  # still in memory
+    finally:
+        reader._snapshot_keeper._saving.release()
+    try:
+        assert reader.save_due_snapshots() == 1  # the saver's turn: read from SQLite, so due
+    finally:
+        reader.close()
 
 
 def test_a_scope_read_from_a_snapshot_takes_writes_and_saves_again(tmp_path: Path) -> None:

@@ -52,12 +52,20 @@ class SnapshotKeeper:
         an HNSW index loaded or built beside it took a first start at 1M to a 2.7 GB peak. Saved at once (a few
         seconds at 1M, on a start that read SQLite for half a minute), it is mapped like any snapshot and read by
         pread. The codes are made first, from memory, so the snapshot carries them and nothing reads every row
-        through the mapping later. Call under the index's locks."""
+        through the mapping later. Call under the index's locks.
+
+        A periodic save under way holds the save lock and then waits for the cache lock its caller holds: this
+        does not wait for it (a deadlock) but leaves the scope to the next periodic save."""
         if from_sqlite < scope.n or scope.live < DUE_MIN_ROWS:
             return scope, from_sqlite
-        scope.view(approximate=True)  # the shortlist's codes
-        if not self.save_current([(key, scope)]):
+        if not self._saving.acquire(blocking=False):
             return scope, from_sqlite
+        try:
+            scope.view(approximate=True)  # the shortlist's codes
+            if not self._write(key, vector_snapshot.capture(scope)):
+                return scope, from_sqlite
+        finally:
+            self._saving.release()
         mapped = vector_snapshot.load(self._folder, key, scope.generation)
         return (scope, from_sqlite) if mapped is None else (mapped, 0)
 
