@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctxstore.domain.errors import StoreUnavailable
+
 
 @dataclass(frozen=True)
 class GraphNode:
@@ -41,6 +43,12 @@ class GraphResult:
 
 class GraphTimeout(Exception):
     pass
+
+
+class GraphEngineRestarted(GraphTimeout, StoreUnavailable):
+    """No answer at all within the budget and its grace: the engine was killed and is restarting. To BYOG a query
+    over its budget (a GraphTimeout); to every other caller a store briefly unavailable (503, Retry-After), where
+    it was a 500. The call may be retried once the engine is back."""
 
 
 class GraphQueryError(Exception):

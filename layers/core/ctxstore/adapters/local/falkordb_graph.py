@@ -22,7 +22,15 @@ from falkordb.path import Path as FPath
 
 from ctxstore.adapters.local.falkordb_engine import FalkorEngine
 from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
-from ctxstore.ports.graph import GraphEdge, GraphNode, GraphPath, GraphQueryError, GraphResult, GraphTimeout
+from ctxstore.ports.graph import (
+    GraphEdge,
+    GraphEngineRestarted,
+    GraphNode,
+    GraphPath,
+    GraphQueryError,
+    GraphResult,
+    GraphTimeout,
+)
 
 ORG_SEP = ":"
 # Reads of a graph nobody has written yet run against this always-empty graph (outside every org
@@ -203,7 +211,7 @@ class FalkorGraphStore:
         except redis.TimeoutError as exc:  # the engine did not stop the query itself within the grace period
             self._engine.kill_wedged(f"no answer to a query after {time.monotonic() - started:.1f} s")
             self._pool.disconnect()
-            raise GraphTimeout(f"no answer after {time.monotonic() - started:.1f} s") from exc
+            raise GraphEngineRestarted(f"no answer after {time.monotonic() - started:.1f} s") from exc
         except redis.ResponseError as exc:
             msg = str(exc)
             if "timed out" in msg.lower():
