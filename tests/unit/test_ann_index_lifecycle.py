@@ -1,0 +1,255 @@
+"""The HNSW index file of a large vector scope over its life (adapters/local/ann_keeper.py, ann_index.py): built in
+the background, saved, loaded at the next start and caught up with the rows, rebuilt when unusable, and what a
+start or a query waits for meanwhile. The lane's answers are tested in test_ann_lane.py, whose helpers these use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxstore.adapters.local import ann_keeper
+from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
+from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
+from tests.unit.test_ann_lane import (
+    DB,
+    KEY,
+    ORG,
+    Vectors,
+    _ann_keys,
+    _docs,
+    _fill,
+    _flt,
+    _open,
+    scored_rows,  # noqa: F401  (a fixture)
+)
+from tests.unit.test_vector_cache import real  # noqa: F401  (a fixture)
+
+
+def test_stale_missing_or_corrupt_index_file_is_caught_up_or_rebuilt(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows[:3000]))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()  # saves the index next to search.db
+    path = scope_file(tmp_path / "search.db.ann", KEY)
+    saved = AnnIndex.load(path, rows.shape[1])
+    assert saved is not None and len(saved) == 3000
+
+    # Writes the file never saw (another process without the index, or a crash before the save).
+    plain = SqliteSearchIndex(tmp_path / "search.db")
+    _fill(plain, _docs(rows[3000:], first=3000))
+    for i in range(100):
+        plain.delete_item(ORG, DB, f"c{i % 2}", "knowledge", f"i{i}")
+    plain.close()
+
+    def check(index: SqliteSearchIndex) -> None:
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+        for i in (0, 50, 3100, 3500):
+            top = index.vector_search(ORG, _flt(), rows[i], limit=5)[0].chunk_id
+            assert (top == f"k{i}") == (i >= 100), (i, top)
+
+    stale = _open(tmp_path)
+    try:
+        stale.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(stale)  # caught up: the new rows in, the deleted ones out
+    finally:
+        stale.close()
+
+    path.write_bytes(b"not an index" * 100)
+    broken = _open(tmp_path)
+    try:
+        broken.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(broken)  # rebuilt from the rows
+    finally:
+        broken.close()
+    rebuilt = AnnIndex.load(path, rows.shape[1])
+    assert rebuilt is not None and len(rebuilt) == len(rows) - 100  # and saved again
+
+    path.unlink()
+    missing = _open(tmp_path)
+    try:
+        missing.vector_search(ORG, _flt(), queries[0], limit=10)
+        check(missing)
+    finally:
+        missing.close()
+
+
+def test_index_builds_in_the_background_while_the_lane_answers(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, queries = real
+    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        index.ensure_database(ORG, DB)
+        _fill(index, _docs(rows))
+        first = index.vector_search(ORG, _flt(), queries[0], limit=10)  # answered by the scan meanwhile
+        assert len(first) == 10
+        assert index._ann.wait(timeout=120)
+        _fill(index, _docs(rows[:50], first=len(rows)))  # writes after the build reach the index too
+        assert len(_ann_keys(index)) == len(rows) + 50
+    finally:
+        index.close()
+    assert scope_file(tmp_path / "search.db.ann", KEY).exists()
+
+
+def test_a_scope_reloaded_after_another_writer_keeps_its_index_caught_up(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    rows, _ = real
+    index = _open(tmp_path)
+    other = SqliteSearchIndex(tmp_path / "search.db")  # another process's writes: this cache misses them
+    try:
+        _fill(index, _docs(rows[:3000]))
+        index.vector_search(ORG, _flt(), rows[0], limit=5)
+        ann = index._vectors[KEY].ann
+        _fill(other, _docs(rows[3000:], first=3000))
+        other.delete_item(ORG, DB, "c0", "knowledge", "i0")
+        index.upsert(ORG, _docs(rows[:1], first=9000))  # this writer's own write after the missed ones
+        assert index.vector_search(ORG, _flt(), rows[3500], limit=5)[0].chunk_id == "k3500"
+        assert index._vectors[KEY].ann is ann  # the same index, caught up by rowids rather than rebuilt
+        alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
+        assert _ann_keys(index) == alive
+    finally:
+        other.close()
+        index.close()
+
+
+def test_a_saved_index_is_loaded_before_the_warm_up_ends_and_a_first_query_waits_for_it(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    scored_rows: list[int],  # noqa: F811
+) -> None:
+    """A restart with the index on disk: the warm-up ends with the index installed, and a query sent before the
+    load ends waits for it (a few seconds at most) instead of answering by a scan or the shortlist."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()  # saves the index
+    warmed = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)  # the background mode serve uses
+    try:
+        assert warmed.warm_vectors() == 1
+        assert warmed._vectors[KEY].ann is not None
+    finally:
+        warmed.close()
+    cold = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        scored_rows.clear()
+        assert len(cold.vector_search(ORG, _flt(), queries[1], limit=10)) == 10
+        assert cold._vectors[KEY].ann is not None
+        assert scored_rows == [2 * 10 + 8]  # the index's candidates only: the query waited for the load
+    finally:
+        cold.close()
+
+
+def test_a_small_catch_up_leaves_the_file_for_the_clean_stop_and_a_large_one_saves_it(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writing the file holds the index's lock (~1 s at 1M rows, searches wait): after a start that caught up a
+    few rows the file stays as it was until a clean stop; past SAVE_AFTER_CATCH_UP rows it is written at once."""
+    rows, queries = real
+    path = scope_file(tmp_path / "search.db.ann", KEY)
+    index = _open(tmp_path)
+    _fill(index, _docs(rows[:2000]))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+
+    def written_after(added: range, threshold: int) -> bool:
+        monkeypatch.setattr(ann_keeper, "SAVE_AFTER_CATCH_UP", threshold)
+        plain = SqliteSearchIndex(tmp_path / "search.db")  # writes the saved file never saw
+        _fill(plain, _docs(rows[added.start : added.stop], first=added.start))
+        plain.close()
+        before = path.stat().st_mtime_ns
+        restarted = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+        try:
+            restarted.warm_vectors()
+            assert len(_ann_keys(restarted)) == added.stop
+            assert restarted._ann.wait(timeout=60)  # the save, if any, follows the install
+            return path.stat().st_mtime_ns != before
+        finally:
+            restarted._snapshot_keeper.stop()
+            restarted._db.close()  # a stop without the clean close's save, as after kill -9
+
+    assert not written_after(range(2000, 2200), threshold=1000)
+    assert written_after(range(2200, 3400), threshold=1000)
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_two_saves_of_one_scope_at_once_leave_one_whole_file_and_no_temporary_ones(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two saves of one scope (a catch-up's and a stop's) once shared a temporary name: one renamed the file the
+    other was still writing, and the second rename failed. A temporary file a crash left is removed at start."""
+    rows, _ = real
+    path = tmp_path / "ann" / "scope.usearch"
+    ids = np.arange(1, len(rows) + 1, dtype=np.int64)
+    first = AnnIndex.build(rows.shape[1], ids, lambda block: rows[block])
+    second = AnnIndex.build(rows.shape[1], ids[:2000], lambda block: rows[:2000][block])
+    errors: list[BaseException] = []
+
+    def save(ann: AnnIndex) -> None:
+        try:
+            for _ in range(5):
+                ann.save(path)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(ann,)) for ann in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = AnnIndex.load(path, rows.shape[1])
+    assert loaded is not None and len(loaded) in (len(rows), 2000)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+    (path.parent / "scope.0123.tmp").write_bytes(b"cut short by a crash")
+    ann_keeper.AnnKeeper(path.parent, threading.Lock(), min_rows=1000, in_background=True)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+
+
+def test_a_query_does_not_wait_for_a_build_that_replaces_an_unreadable_file(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a load from a saved file is waited for: when the file turns out unreadable, the build from the rows
+    that replaces it (minutes at 1M) runs in the background while queries answer by the scan or the shortlist."""
+    rows, queries = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), queries[0], limit=10)
+    index.close()
+    scope_file(tmp_path / "search.db.ann", KEY).write_bytes(b"not an index" * 100)
+    release = threading.Event()
+    inner = AnnIndex.build
+
+    def held_build(*args: object, **kwargs: object) -> AnnIndex:
+        release.wait(30)
+        return inner(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AnnIndex, "build", held_build)
+    reopened = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        started = time.monotonic()
+        assert len(reopened.vector_search(ORG, _flt(), queries[1], limit=10)) == 10
+        assert time.monotonic() - started < 5  # not the 10 s a load may be waited for
+        assert reopened._vectors[KEY].ann is None  # answered while the build is held
+    finally:
+        release.set()
+        reopened._ann.wait(timeout=60)
+        reopened.close()
