@@ -166,15 +166,10 @@ class KeywordLane:
             rowids, tf = rowids[keep], tf[keep]
             if rowids.size == 0:
                 return None
-        dl = self.lengths.lengths(conn, rowids, self.live_rows(conn))
+        dl = self.lengths.lengths(conn, rowids)
         n_t = np.array([df[t] for t in terms], dtype=np.float64)
         idf = np.maximum(np.log((docs - n_t + 0.5) / (n_t + 0.5)), 1e-6)
         b = BM25_B_SHORT if avgdl < SHORT_TEXT_TOKENS else BM25_B
         norm = BM25_K1 * (1.0 - b + b * dl / avgdl)
         scores = (idf * tf * (BM25_K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
         return rowids, scores
-
-    @staticmethod
-    def live_rows(conn: Connection) -> int:
-        (n,) = conn.execute("SELECT coalesce(sum(docs), 0) FROM kw_scopes").fetchone()
-        return int(n)

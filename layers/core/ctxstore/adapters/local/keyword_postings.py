@@ -96,40 +96,46 @@ def postings_of(
 
 
 class ChunkLengths:
-    """Keyword length by row id, loaded once and extended with the rows a search meets first."""
+    """Keyword length by row id, loaded once and extended with the rows a search meets first.
+
+    A dense array indexed by row id (NaN: not read yet): row ids are AUTOINCREMENT, so it costs 4 bytes per id
+    ever given, and a query's lookup is a gather where a binary search over 1M sorted ids took 1.6 ms (~5,000
+    rows a query). A deleted row's entry stays: no posting names it again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ids: IntArray = np.zeros(0, dtype=np.int64)  # ascending
-        self._lens: FloatArray = np.zeros(0, dtype=np.float64)
+        self._lens: npt.NDArray[np.float32] = np.zeros(0, dtype=np.float32)
         self._loaded = False
 
-    def lengths(self, conn: Connection, rowids: IntArray, live_rows: int) -> FloatArray:
+    def lengths(self, conn: Connection, rowids: IntArray) -> FloatArray:
         """Lengths of `rowids` (ascending, every one alive in the caller's snapshot)."""
         with self._lock:
-            # Deleted rows' entries are garbage: reload when they outnumber the live rows.
-            if not self._loaded or self._ids.size > 2 * live_rows + 4096:
-                self._ids, self._lens = self._read(conn, None)
+            if not self._loaded:
+                self._store(*self._read(conn, None))
                 self._loaded = True
-            ids, lens = self._ids, self._lens
-        pos = np.minimum(np.searchsorted(ids, rowids), max(ids.size - 1, 0))
-        found = ids[pos] == rowids if ids.size else np.zeros(rowids.size, dtype=np.bool_)
-        if found.all():
-            return lens[pos]
-        new_ids, new_lens = self._read(conn, rowids[~found])
-        with self._lock:
-            merged = np.concatenate([self._ids, new_ids])
-            order = np.argsort(merged, kind="stable")
-            merged = merged[order]
-            keep = np.ones(merged.size, dtype=np.bool_)
-            keep[1:] = merged[1:] != merged[:-1]
-            self._ids = merged[keep]
-            self._lens = np.concatenate([self._lens, new_lens])[order][keep]
-            ids, lens = self._ids, self._lens
-        pos = np.searchsorted(ids, rowids)
-        if pos.size and (pos.max() >= ids.size or not np.array_equal(ids[pos], rowids)):
-            raise LookupError("a posting names a row that is not in the index")
-        return lens[pos]
+            table = self._lens
+        out = np.full(rowids.size, np.nan, dtype=np.float32)
+        inside = rowids < table.size
+        out[inside] = table[rowids[inside]]
+        missing = np.isnan(out)
+        if missing.any():
+            new_ids, new_lens = self._read(conn, rowids[missing])
+            if not np.array_equal(new_ids, rowids[missing]):
+                raise LookupError("a posting names a row that is not in the index")
+            with self._lock:
+                self._store(new_ids, new_lens)
+            out[missing] = new_lens
+        return out.astype(np.float64)
+
+    def _store(self, ids: IntArray, lens: FloatArray) -> None:
+        if not ids.size:
+            return
+        top = int(ids.max()) + 1
+        if top > self._lens.size:  # grown by half again at least: rows arrive in small batches
+            grown = np.full(max(top, self._lens.size * 3 // 2), np.nan, dtype=np.float32)
+            grown[: self._lens.size] = self._lens
+            self._lens = grown
+        self._lens[ids] = lens
 
     @staticmethod
     def _read(conn: Connection, rowids: IntArray | None) -> tuple[IntArray, FloatArray]:
