@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.adapters.local.ann_index import Index  # loads onnxruntime before usearch (see ann_index.py)
+from ctxstore.adapters.local.ann_index import Index, codes  # loads onnxruntime before usearch (see ann_index.py)
 
 from bench.retrieval.ann_choice import K, exact_top, recall, timed  # isort: skip
 from bench.retrieval.baselines import CACHE, load_jsonl  # isort: skip
@@ -123,9 +123,31 @@ def grow_mix(real: Vectors, size: int, seed: int = 5) -> Vectors:
     return out
 
 
+class OwnCodes:
+    """A `q8` configuration: int8 codes of our own (ann_index.codes), the query coded the same way."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "index":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.index, name, value)
+
+    def search(self, q: Vectors, count: int, threads: int = 1) -> Any:
+        return self.index.search(codes(q), count, threads=threads)
+
+
 def build(rows: Vectors, config: str, threads: int = 1) -> tuple[Any, dict[str, Any]]:
-    """The saved index of this configuration, built and saved when missing."""
+    """The saved index of this configuration, built and saved when missing. Configs are dtype-connectivity-
+    expansion_add; dtype `q8` is i8 with the lane's own codes (ann_index.codes), `i8` usearch's own cast."""
     dtype, conn, exp = config.split("-")
+    own = dtype == "q8"
+    dtype = "i8" if own else dtype
     path = INDEXES / f"{config}-{len(rows)}.usearch"
     meta = path.with_suffix(".json")
     INDEXES.mkdir(parents=True, exist_ok=True)
@@ -133,7 +155,8 @@ def build(rows: Vectors, config: str, threads: int = 1) -> tuple[Any, dict[str, 
         index = Index(ndim=rows.shape[1], metric="ip", dtype=dtype, connectivity=int(conn), expansion_add=int(exp))
         t0 = time.perf_counter()
         for s in range(0, len(rows), 65_536):
-            index.add(np.arange(s, min(s + 65_536, len(rows)), dtype=np.int64), rows[s : s + 65_536], threads=threads)
+            block = rows[s : s + 65_536]
+            index.add(np.arange(s, s + len(block), dtype=np.int64), codes(block) if own else block, threads=threads)
         built = {
             f"build_us_per_vector_{threads}_threads": round((time.perf_counter() - t0) / len(rows) * 1e6, 1),
             "build_load_avg": os.getloadavg(),
@@ -145,7 +168,7 @@ def build(rows: Vectors, config: str, threads: int = 1) -> tuple[Any, dict[str, 
     info: dict[str, Any] = json.loads(meta.read_text())
     info["memory_bytes_per_vector"] = round(index.memory_usage / len(rows))
     info["file_bytes_per_vector"] = round(path.stat().st_size / len(rows))
-    return index, info
+    return (OwnCodes(index) if own else index), info
 
 
 def sweep(index: Any, rows: Vectors, qs: Vectors, truth: list[npt.NDArray[np.int64]]) -> list[dict[str, Any]]:

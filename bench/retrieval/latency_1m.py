@@ -39,6 +39,7 @@ import numpy as np
 from bench.api_client import REPO, Api, SciFact, load
 from bench.retrieval.api_latency import _measure, _rss_mb
 
+from ctxstore.adapters.local.ann_index import FORMAT, SUFFIX
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc
 
@@ -144,7 +145,7 @@ def main() -> None:
     if args.ann_min_rows:
         env["CTXSTORE_VECTOR_ANN_MIN_ROWS"] = str(args.ann_min_rows)
         res["ann_min_rows"] = args.ann_min_rows
-        if not list((args.work / "search.db.ann").glob("*.usearch")):
+        if not list((args.work / "search.db.ann").glob(f"*.{FORMAT}{SUFFIX}")):
             res["ann_build"] = _build_ann(args.work, env, progress["key"])
     if args.reference is not None:
         with Api(args.reference, env=env, key=progress["key"]) as api:
@@ -171,7 +172,7 @@ def _build_ann(work: Path, env: dict[str, str], key: str, timeout_s: float = 360
         t0 = time.perf_counter()
         api.query({"database": "lat", "query": "load the scope", "mode": "fast", "max_results": 10})
         out["first_query_s"] = round(time.perf_counter() - t0, 1)
-        while not list((work / "search.db.ann").glob("*.usearch")):
+        while not list((work / "search.db.ann").glob(f"*.{FORMAT}{SUFFIX}")):
             if time.perf_counter() - t0 > timeout_s:
                 raise SystemExit("the HNSW index was not saved in time")
             time.sleep(5)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ctxstore.adapters.local import ann_keeper
-from ctxstore.adapters.local.ann_index import AnnIndex, scope_file
+from ctxstore.adapters.local.ann_index import FORMAT, SUFFIX, AnnIndex, Index, scope_file
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from tests.unit.test_ann_lane import (
     DB,
@@ -195,7 +195,7 @@ def test_two_saves_of_one_scope_at_once_leave_one_whole_file_and_no_temporary_on
     """Two saves of one scope (a catch-up's and a stop's) once shared a temporary name: one renamed the file the
     other was still writing, and the second rename failed. A temporary file a crash left is removed at start."""
     rows, _ = real
-    path = tmp_path / "ann" / "scope.usearch"
+    path = tmp_path / "ann" / f"scope.{FORMAT}{SUFFIX}"
     ids = np.arange(1, len(rows) + 1, dtype=np.int64)
     first = AnnIndex.build(rows.shape[1], ids, lambda block: rows[block])
     second = AnnIndex.build(rows.shape[1], ids[:2000], lambda block: rows[:2000][block])
@@ -216,10 +216,10 @@ def test_two_saves_of_one_scope_at_once_leave_one_whole_file_and_no_temporary_on
     assert errors == []
     loaded = AnnIndex.load(path, rows.shape[1])
     assert loaded is not None and len(loaded) in (len(rows), 2000)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
     (path.parent / "scope.0123.tmp").write_bytes(b"cut short by a crash")
     ann_keeper.AnnKeeper(path.parent, threading.Lock(), min_rows=1000, in_background=True)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["scope.usearch"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
 
 
 def test_a_query_does_not_wait_for_a_build_that_replaces_an_unreadable_file(
@@ -253,3 +253,35 @@ def test_a_query_does_not_wait_for_a_build_that_replaces_an_unreadable_file(
         release.set()
         reopened._ann.wait(timeout=60)
         reopened.close()
+
+
+def test_an_index_of_an_older_format_is_removed_at_start_and_the_scope_rebuilt(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Files saved before the lane coded vectors itself (usearch's own cast, connectivity 16, no format in the
+    name) would answer worse than a rebuild: they are removed at start; one of another graph under the current
+    name is not loaded but rebuilt from the rows."""
+    rows, _ = real
+    index = _open(tmp_path)
+    _fill(index, _docs(rows[:2000]))
+    index.close()
+    ann_dir = tmp_path / "search.db.ann"
+    ann_dir.mkdir()
+    older = Index(ndim=rows.shape[1], metric="ip", dtype="i8", connectivity=16)
+    older.add(np.arange(1, 2001, dtype=np.int64), rows[:2000])
+    old_name = ann_dir / f"{scope_file(ann_dir, KEY).name.split('.')[0]}{SUFFIX}"
+    older.save(str(old_name))
+    older.save(str(scope_file(ann_dir, KEY)))
+    assert AnnIndex.load(scope_file(ann_dir, KEY), rows.shape[1]) is None  # another graph: not used
+
+    index = _open(tmp_path)
+    try:
+        assert not old_name.exists()
+        hits = index.vector_search(ORG, _flt(), rows[7], limit=5)
+        assert hits[0].chunk_id == "k7"
+    finally:
+        index.close()
+    rebuilt = AnnIndex.load(scope_file(ann_dir, KEY), rows.shape[1])
+    assert rebuilt is not None and len(rebuilt) == 2000
+    assert sorted(p.name for p in ann_dir.iterdir()) == [scope_file(ann_dir, KEY).name]

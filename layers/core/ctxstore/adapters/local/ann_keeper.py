@@ -37,8 +37,10 @@ class AnnKeeper:
         self._in_background = in_background  # False: the query that needs the index builds it (tests)
         self._builds: dict[ScopeKey, threading.Thread] = {}
         self._loads: dict[ScopeKey, threading.Event] = {}  # loads from a saved file; set once installed
-        if directory.is_dir():  # saves a crash cut short (AnnIndex.save)
-            for stale in directory.glob("*.tmp"):
+        if directory.is_dir():  # saves a crash cut short (AnnIndex.save), files of an older format
+            from ctxstore.adapters.local.ann_index import stale_files
+
+            for stale in stale_files(directory):
                 stale.unlink(missing_ok=True)
 
     def ensure(self, key: ScopeKey, cache: VectorScope | None) -> None:

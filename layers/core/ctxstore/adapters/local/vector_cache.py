@@ -42,8 +42,8 @@ APPROX_MIN_ROWS = 20_000
 SHORTLIST_MIN = 4_000
 _BLAS_MIN_ROWS = 50_000
 # The owner sets the size (SqliteSearchIndex(ann_min_rows=...); `serve`: CTXSTORE_VECTOR_ANN_MIN_ROWS, 200k by
-# default). At 1M rows grown from real vectors by mixtures (ann_1m.py) it answers at recall@100 0.981 in 3.8 ms
-# where the shortlist takes 39 ms. History: on the 1M
+# default). At 1M rows grown from real vectors by mixtures (ann_1m.py) it answers at recall@100 0.986 in ~2.4 ms
+# where the shortlist takes 42 ms (ann_index.py). History: on the 1M
 # corpus grown from SciFact vectors (193 noisy copies of each), usearch HNSW (connectivity 16, expansion_add
 # 128) reached only recall@100 0.51 at breadth 1024, i8 and f16 alike, where the shortlist keeps 0.998
 # (ann_choice.py); on 107,556 real vectors (the 100k corpus ingested through the API plus LoCoMo turns) it
@@ -62,9 +62,9 @@ GROUP_TAIL_SHARE = 8
 LARGE_SHARE = 8  # collections with 1/8 of a scope's rows or more: a mask by comparison, not by rows
 ANN_OVERFETCH = 2.0
 # The feedback search's vector (the query moved toward its best rows) lies among the rows, where the index finds
-# neighbours at a smaller breadth: at 1M, recall@100 0.9815 at 512 (2.3 ms) against 0.9844 at the default 768
-# (3.5 ms); a first pass's query has only 0.9754 at 512 (bench/retrieval/ann_1m.py feedback).
-NARROW_BREADTH = 512
+# neighbours at a smaller breadth: at 1M, recall@100 0.987 at 208 (1.7 ms), the fewest candidates the lane asks
+# for at limit 100, where a first pass's query has 0.976 (bench/retrieval/ann_1m.py feedback, ann_index.py).
+NARROW_BREADTH = 208
 ANN_MAX_FETCH = 4_096
 
 
