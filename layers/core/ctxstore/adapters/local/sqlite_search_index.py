@@ -2,17 +2,15 @@
 
 One file of its own (e.g. data_dir/"search.db"), so heavy index writes never block record writes.
 
-- Keyword search: Porter stems prefixed with the chunk's collection code in an external-content FTS5
-  table, scored per query with bm25 from the queried collections' own statistics (keyword_lane.py);
-  document frequencies live in `kw_df` and collection sizes in `kw_scopes`, both kept in the writes'
-  transactions (keyword_postings.py).
-- Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded
-  lazily into memory and kept current on upsert/delete. Each scope has a generation counter that
-  every write bumps in the same transaction, so a cache that missed a write (another process, a
-  race) is noticed and reloaded. Filters become a candidate mask before the top-k. Large scopes
-  shortlist by 1-bit codes and rescore exactly (vector_cache.py), or use an HNSW index when enabled.
-- Scores are raw: keyword = bm25 (higher is better), vector = dot product of the stored and query
-  vectors (cosine for unit vectors).
+- Keyword search: Porter stems prefixed with the chunk's collection code in an external-content FTS5 table, scored per
+  query with bm25 from the queried collections' own statistics (keyword_lane.py); document frequencies live in `kw_df`
+  and collection sizes in `kw_scopes`, both kept in the writes' transactions (keyword_postings.py).
+- Vector search: vectors are float32 BLOBs in `chunks`; per (org, database, store) a matrix is loaded lazily into
+  memory and kept current on upsert/delete. Each scope has a generation counter that every write bumps in the same
+  transaction, so a cache that missed a write (another process, a race) is noticed and reloaded. Filters become a
+  candidate mask before the top-k. Large scopes shortlist by 1-bit codes and rescore exactly (vector_cache.py), or use
+  an HNSW index when enabled.
+- Scores are raw: keyword = bm25 (higher is better), vector = dot product (cosine for unit vectors).
 - An empty `collections` in a filter means every collection of the database.
 """
 
@@ -108,8 +106,10 @@ class SqliteSearchIndex:
         self._vectors: OrderedDict[ScopeKey, VectorScope] = OrderedDict()  # least recently used first
         self._vector_cache_bytes = vector_cache_bytes
         self._cache_lock = threading.Lock()
-        ann_dir = path.parent / f"{path.name}.ann"  # HNSW indexes of large scopes, when enabled (ann_keeper.py)
-        self._ann = AnnKeeper(ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background)
+        ann_dir, scopes = path.parent / f"{path.name}.ann", self._vectors.values  # HNSW indexes (ann_keeper.py)
+        self._ann = AnnKeeper(
+            ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background, scopes=scopes
+        )
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
@@ -124,6 +124,7 @@ class SqliteSearchIndex:
         self.keyword_merger.stop()
         self._snapshot_keeper.stop()
         self.save_vector_snapshots()
+        self._ann.stop()  # its feeding: what it has not added, the next start's catch-up does
         self._ann.save(self._vectors.items())  # the HNSW indexes changed since loaded or saved
         self._db.close()
 
@@ -187,6 +188,7 @@ class SqliteSearchIndex:
                     continue
                 cache.generation = gen + 1
                 self._snapshot_keeper.changed(key, len(delta.removed.get(key, ())) + len(delta.added.get(key, ())))
+        self._ann.wrote()
 
     def _delete_rows(self, conn: Connection, where: str, params: Sequence[Any], delta: _Delta) -> int:
         rows = conn.execute(

@@ -132,6 +132,7 @@ class ScopeView:
     center: Vector | None
     ann: AnnIndex | None = None
     file_rows: FileRows | None = None  # reads rows of `mat` when it maps a snapshot file
+    pending_from: int = 0  # rows from here on are not in `ann` yet: scored exactly beside its candidates
 
 
 @dataclass
@@ -157,7 +158,8 @@ class VectorScope:
     codes: Codes | None = None  # (words, capacity), valid for rows [0, coded)
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
-    ann: AnnIndex | None = None  # kept current with every add and remove once installed
+    ann: AnnIndex | None = None  # removes follow at once, adds in the background (ann_keeper.py: feeding)
+    ann_upto: int = 0  # the rowid up to which `ann` holds the rows
     # Positions of rows [0, grouped) ordered by collection code, and where each code's run starts.
     by_coll: npt.NDArray[np.intp] | None = None
     coll_starts: npt.NDArray[np.intp] | None = None
@@ -193,8 +195,6 @@ class VectorScope:
         self.coll[start:end] = [self.coll_codes.setdefault(c, len(self.coll_codes)) for c in collections]
         self.alive[start:end] = True
         self.n = end
-        if self.ann is not None:
-            self.ann.add(rowids, rows)
 
     def _grow(self, need: int) -> None:
         cap = len(self.ids)
@@ -230,10 +230,8 @@ class VectorScope:
             self.coll[i] = code
             self.alive[i] = True
             self.n += 1
-        if self.ann is not None and rows:
-            self.ann.add(np.asarray([r[0] for r in rows], dtype=np.int64), np.stack([r[2] for r in rows]))
 
-    def _positions(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def alive_positions(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Positions of those of `rowids` this scope holds alive (others are dropped)."""
         if self.n == 0 or len(rowids) == 0:
             return np.zeros(0, dtype=np.int64)
@@ -243,7 +241,7 @@ class VectorScope:
         return found
 
     def remove(self, rowids: Iterable[int]) -> None:
-        at = np.unique(self._positions(np.fromiter(rowids, dtype=np.int64)))
+        at = np.unique(self.alive_positions(np.fromiter(rowids, dtype=np.int64)))
         if at.size:
             self.alive[at] = False
             self.dead += int(at.size)
@@ -332,7 +330,7 @@ class VectorScope:
 
     def rows_of(self, rowids: npt.NDArray[np.int64]) -> Vector:
         """The vectors of alive rows (ascending rowids)."""
-        at = self._positions(np.asarray(rowids, dtype=np.int64))
+        at = self.alive_positions(np.asarray(rowids, dtype=np.int64))
         if at.size != len(rowids):
             raise KeyError("rows_of asked for rows this scope does not hold alive")
         rows: Vector = self.mat[at]
@@ -342,7 +340,7 @@ class VectorScope:
         """Catch `ann` up with the rows alive now and keep it current from here; call under the owner's lock."""
         keep = np.flatnonzero(self.alive[: self.n])
         changed = ann.sync(self.ids[keep], self.rows_of)
-        self.ann = ann
+        self.ann, self.ann_upto = ann, int(self.ids[self.n - 1]) if self.n else 0
         return changed
 
     def extend_codes(self) -> None:
@@ -385,6 +383,7 @@ class VectorScope:
             center=self.center if approximate else None,
             ann=self.ann,
             file_rows=self.file_rows,
+            pending_from=int(np.searchsorted(self.ids[:n], self.ann_upto, side="right")) if self.ann else n,
         )
 
 
@@ -408,6 +407,8 @@ def nearest(
     if view.ann is not None and allowed >= ann_min_rows:
         proposed = _ann_candidates(view, query, mask, allowed, k, breadth)
         if proposed is not None:
+            if view.pending_from < n:  # written since the index was last fed (ann_keeper.py)
+                proposed = np.concatenate([proposed, view.pending_from + np.flatnonzero(mask[view.pending_from :])])
             return _rescored(view, query, proposed, k)
     candidates = np.flatnonzero(mask)
     short = shortlist_size(candidates.size, k, shortlist_min)
