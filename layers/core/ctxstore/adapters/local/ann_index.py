@@ -89,7 +89,7 @@ class AnnIndex:
     def __init__(self, index: Index) -> None:
         self._index = index
         self._lock = threading.Lock()
-        self.dirty = False  # changed since it was loaded or saved
+        self.changes = 0  # rows added or removed since it was loaded or saved
 
     @classmethod
     def build(cls, dim: int, rowids: RowIds, rows_of: Callable[[slice], Vector], threads: int = 0) -> AnnIndex:
@@ -101,7 +101,7 @@ class AnnIndex:
             index.add(rowids[block], codes(rows_of(block)), threads=threads)
         index.expansion_add = EXPANSION_ADD_LATER  # type: ignore[misc]  # the stub omits the setter
         ann = cls(index)
-        ann.dirty = True
+        ann.changes = len(rowids)
         return ann
 
     @classmethod
@@ -128,10 +128,14 @@ class AnnIndex:
             with self._lock:
                 self._index.save(str(tmp))
                 os.replace(tmp, path)
-                self.dirty = False
+                self.changes = 0
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+    @property
+    def dirty(self) -> bool:
+        return self.changes > 0
 
     def __len__(self) -> int:
         return len(self._index)
@@ -140,17 +144,22 @@ class AnnIndex:
         with self._lock:
             return np.asarray(self._index.keys, dtype=np.int64)
 
+    def last_key(self) -> int:
+        """The largest rowid held (0 when empty): rows are fed in rowid order, so every row up to it is in."""
+        keys = self.keys()
+        return int(keys.max()) if keys.size else 0
+
     def add(self, rowids: RowIds, rows: Vector) -> None:
         if len(rowids):
             with self._lock:
                 self._index.add(rowids, codes(rows), threads=1)
-                self.dirty = True
+                self.changes += len(rowids)
 
     def remove(self, rowids: RowIds) -> None:
         if len(rowids):
             with self._lock:
                 self._index.remove(rowids)
-                self.dirty = True
+                self.changes += len(rowids)
 
     def sync(self, alive: RowIds, rows_of: Callable[[RowIds], Vector]) -> tuple[int, int]:
         """Make the keys exactly `alive`; answers (removed, added)."""

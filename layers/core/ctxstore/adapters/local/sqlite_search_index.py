@@ -106,7 +106,7 @@ class SqliteSearchIndex:
         self._vectors: OrderedDict[ScopeKey, VectorScope] = OrderedDict()  # least recently used first
         self._vector_cache_bytes = vector_cache_bytes
         self._cache_lock = threading.Lock()
-        ann_dir, scopes = path.parent / f"{path.name}.ann", self._vectors.values  # HNSW indexes (ann_keeper.py)
+        ann_dir, scopes = path.parent / f"{path.name}.ann", self._vectors.items  # HNSW indexes (ann_keeper.py)
         self._ann = AnnKeeper(
             ann_dir, self._cache_lock, min_rows=ann_min_rows, in_background=ann_in_background, scopes=scopes
         )

@@ -336,11 +336,14 @@ class VectorScope:
         rows: Vector = self.mat[at]
         return rows
 
-    def install_ann(self, ann: AnnIndex) -> tuple[int, int]:
-        """Catch `ann` up with the rows alive now and keep it current from here; call under the owner's lock."""
-        keep = np.flatnonzero(self.alive[: self.n])
-        changed = ann.sync(self.ids[keep], self.rows_of)
-        self.ann, self.ann_upto = ann, int(self.ids[self.n - 1]) if self.n else 0
+    def install_ann(self, ann: AnnIndex, upto: int | None = None) -> tuple[int, int]:
+        """Catch `ann` up with the rows alive now (up to rowid `upto`: the rest is fed later) and keep it current
+        from here; call under the owner's lock."""
+        ids = self.ids[np.flatnonzero(self.alive[: self.n])]
+        if upto is None:
+            upto = int(self.ids[self.n - 1]) if self.n else 0
+        changed = ann.sync(ids[: np.searchsorted(ids, upto, side="right")], self.rows_of)
+        self.ann, self.ann_upto = ann, upto
         return changed
 
     def extend_codes(self) -> None:
