@@ -323,3 +323,30 @@ def test_written_rows_answer_before_the_index_is_fed_and_enter_it_after(
         assert index._ann.feed() == 0  # nothing left
     finally:
         index.close()
+
+
+def test_a_writer_feeds_the_index_itself_when_the_feeding_thread_falls_behind(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The feeding thread runs at a low priority and can fall behind a long ingest, while every search scores the
+    rows not yet in the index exactly: past MAX_PENDING of them a writer feeds the index itself (back-pressure)."""
+    rows, _ = real
+    monkeypatch.setattr(ann_keeper, "MAX_PENDING", 300)
+    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    try:
+        index.ensure_database(ORG, DB)
+        _fill(index, _docs(rows[:2000]))
+        index.vector_search(ORG, _flt(), rows[0], limit=10)
+        assert index._ann.wait(timeout=120)
+        index._ann._feeder = threading.Thread(target=lambda: None)  # a feeding thread that never feeds
+        backlogs = []
+        for start in range(2000, 4000, 100):
+            _fill(index, _docs(rows[start : start + 100], first=start))
+            backlogs.append(index._ann.backlog())
+        assert max(backlogs) <= 300 and len(_ann_keys(index)) > 2000 + 2000 - 300, backlogs
+        assert index.vector_search(ORG, _flt(), rows[3999], limit=5)[0].chunk_id == "k3999"
+    finally:
+        index._ann._feeder = None
+        index.close()

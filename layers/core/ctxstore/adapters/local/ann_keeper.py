@@ -47,6 +47,9 @@ ScopeKey = tuple[str, str, str]  # org, database, store
 SAVE_AFTER_CATCH_UP = 10_000
 FEED_ROWS = 16  # rows added per hold of an index's lock: a search waits ~15 ms at most at 1M
 FEED_NICENESS = 10  # the feeding thread's: ingestion's embedding and the queries come first
+# Rows of a scope written but not yet in its index past which a writer feeds them itself (and so waits): a search
+# scores the pending rows exactly, ~2 ms at this many, and the low-priority thread can fall behind a long ingest.
+MAX_PENDING = 10_000
 
 
 class AnnKeeper:
@@ -67,6 +70,7 @@ class AnnKeeper:
         self._builds: dict[ScopeKey, threading.Thread] = {}
         self._loads: dict[ScopeKey, threading.Event] = {}  # loads from a saved file; set once installed
         self._wake, self._stop = threading.Event(), threading.Event()
+        self._feeding = threading.Lock()  # one batch at a time: the thread's or a writer's
         self._feeder: threading.Thread | None = None
         if directory.is_dir():  # saves a crash cut short (AnnIndex.save), files of an older format
             from ctxstore.adapters.local.ann_index import stale_files
@@ -159,6 +163,13 @@ class AnnKeeper:
             self._feeder = threading.Thread(target=self._feed_loop, name="ann-feed", daemon=True)
             self._feeder.start()
         self._wake.set()
+        if self.backlog() > MAX_PENDING:
+            self.feed(until=MAX_PENDING // 2)
+
+    def backlog(self) -> int:
+        """The most rows any scope holds that its index does not yet."""
+        with self._lock:
+            return max((s.n - _fed_upto(s) for _, s in self._scopes() if s.ann is not None), default=0)
 
     def stop(self) -> None:
         self._stop.set()
@@ -174,8 +185,9 @@ class AnnKeeper:
             self._wake.clear()
             self.feed()
 
-    def feed(self) -> int:
-        """Add every scope's rows written since its index was last fed; answers the rows added."""
+    def feed(self, until: int = 0) -> int:
+        """Add the rows written since each scope's index was last fed, until `until` or fewer are left; answers the
+        rows added."""
         from ctxstore.adapters.local.ann_index import scope_file
 
         with self._lock:
@@ -183,28 +195,35 @@ class AnnKeeper:
         added = 0
         for key, scope in scopes:
             while not self._stop.is_set():
-                with self._lock:
-                    batch = _pending(scope)
-                if batch is None:
-                    break
-                ann, upto, rowids, rows = batch
-                ann.add(rowids, rows)
-                added += len(rowids)
-                with self._lock:
-                    if scope.ann is ann:
-                        scope.ann_upto = max(scope.ann_upto, upto)
-                    ann.remove(np.setdiff1d(rowids, scope.ids[scope.alive_positions(rowids)]))  # deleted meanwhile
+                with self._feeding:
+                    with self._lock:
+                        batch = _pending(scope, until)
+                    if batch is None:
+                        break
+                    ann, upto, rowids, rows = batch
+                    ann.add(rowids, rows)
+                    added += len(rowids)
+                    with self._lock:
+                        if scope.ann is ann:
+                            scope.ann_upto = max(scope.ann_upto, upto)
+                        ann.remove(np.setdiff1d(rowids, scope.ids[scope.alive_positions(rowids)]))  # deleted meanwhile
             if scope.ann is not None and scope.ann.changes >= SAVE_AFTER_CATCH_UP:  # bounds a crash's re-feeding
                 scope.ann.save(scope_file(self.directory, key))
         return added
 
 
-def _pending(scope: VectorScope) -> tuple[AnnIndex, int, npt.NDArray[np.int64], Vector] | None:
-    """The next rows to add to the scope's index: (index, last rowid covered, alive rowids, their vectors)."""
+def _fed_upto(scope: VectorScope) -> int:
+    """The position of the scope's first row not in its index."""
+    return int(np.searchsorted(scope.ids[: scope.n], scope.ann_upto, side="right"))
+
+
+def _pending(scope: VectorScope, until: int = 0) -> tuple[AnnIndex, int, npt.NDArray[np.int64], Vector] | None:
+    """The next rows to add to the scope's index, while more than `until` wait: (index, last rowid covered, alive
+    rowids, their vectors)."""
     if scope.ann is None:
         return None
-    start = int(np.searchsorted(scope.ids[: scope.n], scope.ann_upto, side="right"))
-    if start >= scope.n:
+    start = _fed_upto(scope)
+    if scope.n - start <= until:
         return None
     end = min(scope.n, start + FEED_ROWS)
     at = start + np.flatnonzero(scope.alive[start:end])
