@@ -160,8 +160,11 @@ class AnnKeeper:
             self.feed()
             return
         if self._feeder is None:
-            self._feeder = threading.Thread(target=self._feed_loop, name="ann-feed", daemon=True)
-            self._feeder.start()
+            with self._feeding:  # one thread, seen by stop() only once started
+                if self._feeder is None:
+                    feeder = threading.Thread(target=self._feed_loop, name="ann-feed", daemon=True)
+                    feeder.start()
+                    self._feeder = feeder
         self._wake.set()
         if self.backlog() > MAX_PENDING:
             self.feed(until=MAX_PENDING // 2)
