@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxstore.adapters.local import ann_keeper
+from ctxstore.adapters.local import ann_feeder, ann_keeper
+from ctxstore.adapters.local.ann_feeder import AnnFeeder
 from ctxstore.adapters.local.ann_index import FORMAT, SUFFIX, AnnIndex, Index, scope_file
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from tests.unit.test_ann_lane import (
@@ -30,16 +31,36 @@ from tests.unit.test_ann_lane import (
 from tests.unit.test_vector_cache import real  # noqa: F401  (a fixture)
 
 
+def _saved(tmp_path: Path, rows: Vectors) -> Path:
+    """A data dir whose scope holds `rows`, its index built by a query and saved by a clean close: the file."""
+    index = _open(tmp_path)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), rows[0], limit=10)
+    index.close()
+    return scope_file(tmp_path / "search.db.ann", KEY)
+
+
+def _built_in_background(tmp_path: Path, rows: Vectors) -> SqliteSearchIndex:
+    """An index as `serve` runs it (builds and feeding in background threads), its scope's index built."""
+    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    index.ensure_database(ORG, DB)
+    _fill(index, _docs(rows))
+    index.vector_search(ORG, _flt(), rows[0], limit=10)
+    assert index._ann.wait(timeout=120)
+    return index
+
+
+def _feeder(index: SqliteSearchIndex) -> AnnFeeder:
+    assert index._ann.feeder is not None
+    return index._ann.feeder
+
+
 def test_stale_missing_or_corrupt_index_file_is_caught_up_or_rebuilt(
     real: tuple[Vectors, Vectors],  # noqa: F811
     tmp_path: Path,
 ) -> None:
     rows, queries = real
-    index = _open(tmp_path)
-    _fill(index, _docs(rows[:3000]))
-    index.vector_search(ORG, _flt(), queries[0], limit=10)
-    index.close()  # saves the index next to search.db
-    path = scope_file(tmp_path / "search.db.ann", KEY)
+    path = _saved(tmp_path, rows[:3000])
     saved = AnnIndex.load(path, rows.shape[1])
     assert saved is not None and len(saved) == 3000
 
@@ -136,10 +157,7 @@ def test_a_saved_index_is_loaded_before_the_warm_up_ends_and_a_first_query_waits
     """A restart with the index on disk: the warm-up ends with the index installed, and a query sent before the
     load ends waits for it (a few seconds at most) instead of answering by a scan or the shortlist."""
     rows, queries = real
-    index = _open(tmp_path)
-    _fill(index, _docs(rows))
-    index.vector_search(ORG, _flt(), queries[0], limit=10)
-    index.close()  # saves the index
+    _saved(tmp_path, rows)
     warmed = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)  # the background mode serve uses
     try:
         assert warmed.warm_vectors() == 1
@@ -162,17 +180,13 @@ def test_a_small_catch_up_leaves_the_file_for_the_clean_stop_and_a_large_one_sav
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Writing the file holds the index's lock (~1 s at 1M rows, searches wait): after a start whose feeding caught
-    up a few rows the file stays as it was until a clean stop; past SAVE_AFTER_CATCH_UP rows it is written at once.
+    up a few rows the file stays as it was until a clean stop; past SAVE_AFTER_CHANGES rows it is written at once.
     The start does not wait for those rows: they are past the file's last key, so the feeder adds them after."""
-    rows, queries = real
-    path = scope_file(tmp_path / "search.db.ann", KEY)
-    index = _open(tmp_path)
-    _fill(index, _docs(rows[:2000]))
-    index.vector_search(ORG, _flt(), queries[0], limit=10)
-    index.close()
+    rows, _ = real
+    path = _saved(tmp_path, rows[:2000])
 
     def written_after(added: range, threshold: int) -> bool:
-        monkeypatch.setattr(ann_keeper, "SAVE_AFTER_CATCH_UP", threshold)
+        monkeypatch.setattr(ann_feeder, "SAVE_AFTER_CHANGES", threshold)
         plain = SqliteSearchIndex(tmp_path / "search.db")  # writes the saved file never saw
         _fill(plain, _docs(rows[added.start : added.stop], first=added.start))
         plain.close()
@@ -183,8 +197,8 @@ def test_a_small_catch_up_leaves_the_file_for_the_clean_stop_and_a_large_one_sav
             restarted.warm_vectors()
             assert restarted._ann.wait(timeout=60)
             assert len(_ann_keys(restarted)) < added.stop  # the rows written since the save were not waited for
-            restarted._ann._stop.clear()
-            restarted._ann.feed()
+            _feeder(restarted)._stop.clear()
+            _feeder(restarted).feed()
             assert len(_ann_keys(restarted)) == added.stop
             return path.stat().st_mtime_ns != before
         finally:
@@ -238,11 +252,7 @@ def test_a_query_does_not_wait_for_a_build_that_replaces_an_unreadable_file(
     """Only a load from a saved file is waited for: when the file turns out unreadable, the build from the rows
     that replaces it (minutes at 1M) runs in the background while queries answer by the scan or the shortlist."""
     rows, queries = real
-    index = _open(tmp_path)
-    _fill(index, _docs(rows))
-    index.vector_search(ORG, _flt(), queries[0], limit=10)
-    index.close()
-    scope_file(tmp_path / "search.db.ann", KEY).write_bytes(b"not an index" * 100)
+    _saved(tmp_path, rows).write_bytes(b"not an index" * 100)
     release = threading.Event()
     inner = AnnIndex.build
 
@@ -303,12 +313,8 @@ def test_written_rows_answer_before_the_index_is_fed_and_enter_it_after(
     costs ~0.9 ms: in the write path the ingest rate at 1M fell to 0.70x an empty index's). Until fed, a search
     scores them exactly beside the index's candidates; a row deleted before it was fed never enters the index."""
     rows, _ = real
-    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    index = _built_in_background(tmp_path, rows[:3000])
     try:
-        index.ensure_database(ORG, DB)
-        _fill(index, _docs(rows[:3000]))
-        index.vector_search(ORG, _flt(), rows[0], limit=10)
-        assert index._ann.wait(timeout=120)
         index._ann.stop()  # no feeding from here: what follows is what a search sees before the feeder runs
         _fill(index, _docs(rows[3000:], first=3000))
         index.delete_item(ORG, DB, "c1", "knowledge", "i3001")
@@ -316,11 +322,11 @@ def test_written_rows_answer_before_the_index_is_fed_and_enter_it_after(
         for i in (3000, 3500, 3999):
             assert index.vector_search(ORG, _flt(), rows[i], limit=5)[0].chunk_id == f"k{i}"  # scored exactly
         assert index.vector_search(ORG, _flt("c1"), rows[3001], limit=5)[0].chunk_id != "k3001"
-        index._ann._stop.clear()
-        assert index._ann.feed() == len(rows) - 3000 - 1
+        _feeder(index)._stop.clear()
+        assert _feeder(index).feed() == len(rows) - 3000 - 1
         alive = {int(r) for (r,) in index._db.conn.execute("SELECT id FROM chunks")}
         assert _ann_keys(index) == alive
-        assert index._ann.feed() == 0  # nothing left
+        assert _feeder(index).feed() == 0  # nothing left
     finally:
         index.close()
 
@@ -333,20 +339,16 @@ def test_a_writer_feeds_the_index_itself_when_the_feeding_thread_falls_behind(
     """The feeding thread runs at a low priority and can fall behind a long ingest, while every search scores the
     rows not yet in the index exactly: past MAX_PENDING of them a writer feeds the index itself (back-pressure)."""
     rows, _ = real
-    monkeypatch.setattr(ann_keeper, "MAX_PENDING", 300)
-    index = SqliteSearchIndex(tmp_path / "search.db", ann_min_rows=1000)
+    monkeypatch.setattr(ann_feeder, "MAX_PENDING", 300)
+    index = _built_in_background(tmp_path, rows[:2000])
     try:
-        index.ensure_database(ORG, DB)
-        _fill(index, _docs(rows[:2000]))
-        index.vector_search(ORG, _flt(), rows[0], limit=10)
-        assert index._ann.wait(timeout=120)
-        index._ann._feeder = threading.Thread(target=lambda: None)  # a feeding thread that never feeds
+        _feeder(index)._thread = threading.Thread(target=lambda: None)  # a feeding thread that never feeds
         backlogs = []
         for start in range(2000, 4000, 100):
             _fill(index, _docs(rows[start : start + 100], first=start))
-            backlogs.append(index._ann.backlog())
+            backlogs.append(_feeder(index).backlog())
         assert max(backlogs) <= 300 and len(_ann_keys(index)) > 2000 + 2000 - 300, backlogs
         assert index.vector_search(ORG, _flt(), rows[3999], limit=5)[0].chunk_id == "k3999"
     finally:
-        index._ann._feeder = None
+        _feeder(index)._thread = None
         index.close()

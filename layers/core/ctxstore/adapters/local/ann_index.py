@@ -51,7 +51,7 @@ I8_SCALE = 127.0 / 0.3
 CONNECTIVITY = 32
 EXPANSION_ADD = 256
 EXPANSION_SEARCH = 320  # first passes: ~0.986 at 1M
-# Rows added after the build (ann_keeper.py feeds them in the background): on 107k real vectors, 20k built at 256
+# Rows added after the build (ann_feeder.py feeds them in the background): on 107k real vectors, 20k built at 256
 # and the rest added at 128 answer 0.994 at breadth 320 (all at 256: 0.995) for 0.75 ms an add instead of 1.2;
 # at 64, 0.983 for 0.28 ms.
 EXPANSION_ADD_LATER = 128

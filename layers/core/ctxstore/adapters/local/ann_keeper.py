@@ -13,43 +13,23 @@ cold start took seconds. A build from the rows (minutes) is never waited for. Af
 written again only when the catch-up was large: a save of 1M rows takes ~1 s and holds the index's lock, so
 searches wait; a small catch-up is cheap to repeat at the next start, and a clean stop saves (`save`).
 
-Feeding: a write appends its rows to the scope at once (searchable by the next query), and a background thread
-adds them to the index afterwards (`wrote`), a few rows per hold of the index's lock, at a lower CPU priority.
-Adding a row to a 1M-row index costs ~0.9 ms; in the write path that took the ingest rate at 1M to 0.70x an
-empty index's (bench/retrieval/writes_at_size.py). Until a row is in the index, a search scores it exactly
-beside the index's candidates (ScopeView.pending_from). Removes stay in the write path (a tombstone, cheap).
-The index is fed in rowid order (rowids only grow), so a saved file holds every row up to its last key: a start
-after a crash loads it and leaves the rows written since to the feeder instead of waiting for them (200 rows
-after a kill -9 at 1M: ~0.2 s of a 5 s start).
+Rows written after the index is installed reach it through an AnnFeeder (ann_feeder.py), in rowid order, so a
+saved file holds every row up to its last key: a start after a crash loads it and leaves the rows written since
+to the feeder instead of waiting for them (200 rows after a kill -9 at 1M: ~0.2 s of a 5 s start).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
+from ctxstore.adapters.local import ann_feeder
+from ctxstore.adapters.local.ann_feeder import AnnFeeder, ScopeKey
 from ctxstore.adapters.local.mapped_rows import release_pages
-from ctxstore.adapters.local.vector_cache import Vector, VectorScope
-
-if TYPE_CHECKING:
-    from ctxstore.adapters.local.ann_index import AnnIndex
-
-ScopeKey = tuple[str, str, str]  # org, database, store
-# Rows added or removed since the file was written (by a load's catch-up or by feeding) past which it is written
-# again: ~1 s at 1M holding the index's lock, so not after every write; what a crash loses is re-fed at the start.
-SAVE_AFTER_CATCH_UP = 10_000
-FEED_ROWS = 16  # rows added per hold of an index's lock: a search waits ~15 ms at most at 1M
-FEED_NICENESS = 10  # the feeding thread's: ingestion's embedding and the queries come first
-# Rows of a scope written but not yet in its index past which a writer feeds them itself (and so waits): a search
-# scores the pending rows exactly, ~2 ms at this many, and the low-priority thread can fall behind a long ingest.
-MAX_PENDING = 10_000
+from ctxstore.adapters.local.vector_cache import VectorScope
 
 
 class AnnKeeper:
@@ -63,15 +43,13 @@ class AnnKeeper:
         scopes: Callable[[], Iterable[tuple[ScopeKey, VectorScope]]] = list,
     ) -> None:
         self.directory = directory
-        self._scopes = scopes  # the owner's cached scopes, read under `lock`
         self.min_rows = min_rows
         self._lock = lock  # the owner's cache lock: scopes change under it
         self._in_background = in_background  # False: the query that needs the index builds it (tests)
         self._builds: dict[ScopeKey, threading.Thread] = {}
         self._loads: dict[ScopeKey, threading.Event] = {}  # loads from a saved file; set once installed
-        self._wake, self._stop = threading.Event(), threading.Event()
-        self._feeding = threading.Lock()  # one batch at a time: the thread's or a writer's
-        self._feeder: threading.Thread | None = None
+        # Rows written after an index is installed (None: no index, nothing to feed).
+        self.feeder = AnnFeeder(directory, lock, scopes, in_background=in_background) if min_rows is not None else None
         if directory.is_dir():  # saves a crash cut short (AnnIndex.save), files of an older format
             from ctxstore.adapters.local.ann_index import stale_files
 
@@ -130,7 +108,7 @@ class AnnKeeper:
         finally:
             loaded.set()
         self.wrote()  # the rows written since the file was saved
-        if changed >= SAVE_AFTER_CATCH_UP:
+        if changed >= ann_feeder.SAVE_AFTER_CHANGES:
             ann.save(path)
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -153,81 +131,10 @@ class AnnKeeper:
         return len(changed)
 
     def wrote(self) -> None:
-        """Told after a write changed cached scopes: their new rows go into their indexes (at once in tests)."""
-        if self.min_rows is None:
-            return
-        if not self._in_background:
-            self.feed()
-            return
-        if self._feeder is None:
-            with self._feeding:  # one thread, seen by stop() only once started
-                if self._feeder is None:
-                    feeder = threading.Thread(target=self._feed_loop, name="ann-feed", daemon=True)
-                    feeder.start()
-                    self._feeder = feeder
-        self._wake.set()
-        if self.backlog() > MAX_PENDING:
-            self.feed(until=MAX_PENDING // 2)
-
-    def backlog(self) -> int:
-        """The most rows any scope holds that its index does not yet."""
-        with self._lock:
-            return max((s.n - _fed_upto(s) for _, s in self._scopes() if s.ann is not None), default=0)
+        """Told after a write changed cached scopes (AnnFeeder.wrote)."""
+        if self.feeder is not None:
+            self.feeder.wrote()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._feeder is not None:
-            self._feeder.join(60)
-
-    def _feed_loop(self) -> None:
-        with contextlib.suppress(OSError):  # Linux: a thread's own niceness
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), FEED_NICENESS)
-        while not self._stop.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            self.feed()
-
-    def feed(self, until: int = 0) -> int:
-        """Add the rows written since each scope's index was last fed, until `until` or fewer are left; answers the
-        rows added."""
-        from ctxstore.adapters.local.ann_index import scope_file
-
-        with self._lock:
-            scopes = [(key, s) for key, s in self._scopes() if s.ann is not None]
-        added = 0
-        for key, scope in scopes:
-            while not self._stop.is_set():
-                with self._feeding:
-                    with self._lock:
-                        batch = _pending(scope, until)
-                    if batch is None:
-                        break
-                    ann, upto, rowids, rows = batch
-                    ann.add(rowids, rows)
-                    added += len(rowids)
-                    with self._lock:
-                        if scope.ann is ann:
-                            scope.ann_upto = max(scope.ann_upto, upto)
-                        ann.remove(np.setdiff1d(rowids, scope.ids[scope.alive_positions(rowids)]))  # deleted meanwhile
-            if scope.ann is not None and scope.ann.changes >= SAVE_AFTER_CATCH_UP:  # bounds a crash's re-feeding
-                scope.ann.save(scope_file(self.directory, key))
-        return added
-
-
-def _fed_upto(scope: VectorScope) -> int:
-    """The position of the scope's first row not in its index."""
-    return int(np.searchsorted(scope.ids[: scope.n], scope.ann_upto, side="right"))
-
-
-def _pending(scope: VectorScope, until: int = 0) -> tuple[AnnIndex, int, npt.NDArray[np.int64], Vector] | None:
-    """The next rows to add to the scope's index, while more than `until` wait: (index, last rowid covered, alive
-    rowids, their vectors)."""
-    if scope.ann is None:
-        return None
-    start = _fed_upto(scope)
-    if scope.n - start <= until:
-        return None
-    end = min(scope.n, start + FEED_ROWS)
-    at = start + np.flatnonzero(scope.alive[start:end])
-    return scope.ann, int(scope.ids[end - 1]), scope.ids[at].copy(), np.array(scope.mat[at])
+        if self.feeder is not None:
+            self.feeder.stop()

@@ -158,7 +158,7 @@ class VectorScope:
     codes: Codes | None = None  # (words, capacity), valid for rows [0, coded)
     coded: int = 0
     centered_at: int = 0  # rows alive when the center was taken
-    ann: AnnIndex | None = None  # removes follow at once, adds in the background (ann_keeper.py: feeding)
+    ann: AnnIndex | None = None  # removes follow at once, adds in the background (ann_feeder.py)
     ann_upto: int = 0  # the rowid up to which `ann` holds the rows
     # Positions of rows [0, grouped) ordered by collection code, and where each code's run starts.
     by_coll: npt.NDArray[np.intp] | None = None
@@ -336,6 +336,10 @@ class VectorScope:
         rows: Vector = self.mat[at]
         return rows
 
+    def fed_upto(self) -> int:
+        """The position of the first row not in `ann` (rows are fed to it in rowid order, ann_feeder.py)."""
+        return int(np.searchsorted(self.ids[: self.n], self.ann_upto, side="right"))
+
     def install_ann(self, ann: AnnIndex, upto: int | None = None) -> tuple[int, int]:
         """Catch `ann` up with the rows alive now (up to rowid `upto`: the rest is fed later) and keep it current
         from here; call under the owner's lock."""
@@ -386,7 +390,7 @@ class VectorScope:
             center=self.center if approximate else None,
             ann=self.ann,
             file_rows=self.file_rows,
-            pending_from=int(np.searchsorted(self.ids[:n], self.ann_upto, side="right")) if self.ann else n,
+            pending_from=self.fed_upto() if self.ann else n,
         )
 
 
@@ -410,7 +414,7 @@ def nearest(
     if view.ann is not None and allowed >= ann_min_rows:
         proposed = _ann_candidates(view, query, mask, allowed, k, breadth)
         if proposed is not None:
-            if view.pending_from < n:  # written since the index was last fed (ann_keeper.py)
+            if view.pending_from < n:  # written since the index was last fed (ann_feeder.py)
                 proposed = np.concatenate([proposed, view.pending_from + np.flatnonzero(mask[view.pending_from :])])
             return _rescored(view, query, proposed, k)
     candidates = np.flatnonzero(mask)
