@@ -6,6 +6,7 @@ test_vector_cache.py), with the size threshold lowered so a few thousand rows ge
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -252,28 +253,90 @@ def test_rows_added_after_a_start_survive_the_release_and_are_rescored_from_memo
         reopened.close()
 
 
+@pytest.fixture
+def index_asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int | None, int]]]:
+    """Each search of an HNSW index: (candidates asked for, breadth asked for, breadth it searched at)."""
+    asked: list[tuple[int, int | None, int]] = []
+    inner = AnnIndex.search
+
+    def spy(
+        self: AnnIndex, query: Vectors, count: int, breadth: int | None = None, share: float = 1.0
+    ) -> npt.NDArray[np.int64]:
+        found = inner(self, query, count, breadth, share)
+        asked.append((count, breadth, int(self._index.expansion_search)))
+        return found
+
+    monkeypatch.setattr(AnnIndex, "search", spy)
+    yield asked
+
+
 def test_a_narrow_search_asks_the_index_for_the_narrow_breadth(
     real: tuple[Vectors, Vectors],  # noqa: F811
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    index_asked: list[tuple[int, int | None, int]],
 ) -> None:
     """The feedback search (narrow) runs at NARROW_BREADTH, a first pass at the index's default breadth."""
     rows, queries = real
-    breadths: list[int | None] = []
-    inner = AnnIndex.search
-
-    def spy(self: AnnIndex, query: Vectors, count: int, breadth: int | None = None) -> npt.NDArray[np.int64]:
-        breadths.append(breadth)
-        return inner(self, query, count, breadth)
-
-    monkeypatch.setattr(AnnIndex, "search", spy)
     index = _open(tmp_path)
     try:
         _fill(index, _docs(rows))
         first = index.vector_search(ORG, _flt(), queries[0], limit=10)
         narrow = index.vector_search(ORG, _flt(), queries[0], limit=10, narrow=True)
-        assert breadths == [None, vector_cache.NARROW_BREADTH]
+        assert [b for _, b, _ in index_asked] == [None, vector_cache.NARROW_BREADTH]
         assert [h.chunk_id for h in narrow[:5]] == [h.chunk_id for h in first[:5]]
+    finally:
+        index.close()
+
+
+def _recall_in(index: SqliteSearchIndex, rows: Vectors, allowed: npt.NDArray[np.int64], query: Vectors) -> float:
+    hits = index.vector_search(ORG, _flt("c0"), query, limit=100)
+    exact = allowed[np.argsort(-(rows[allowed] @ query))[:100]]
+    return len({h.chunk_id for h in hits} & {f"k{i}" for i in exact}) / 100
+
+
+def test_a_filter_allowing_most_rows_asks_the_index_for_little_more_than_k(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    index_asked: list[tuple[int, int | None, int]],
+) -> None:
+    """A default collection beside a few small ones: 98 % of the rows allowed. The index was asked for
+    k / share x 2 candidates at that breadth (2.0x the work at 1M, for the first and the feedback search)."""
+    rows, queries = real
+    index = _open(tmp_path)
+    try:
+        docs = _docs(rows, collections=1)
+        docs[-80:] = [ChunkDoc(d.chunk_id, d.item_id, DB, "other", d.store, d.text, d.vector) for d in docs[-80:]]
+        _fill(index, docs)
+        allowed = np.arange(len(rows) - 80)
+        recalls = [_recall_in(index, rows, allowed, q) for q in queries[:20]]
+        k, share = 2 * 100 + 8, (len(rows) - 80) / len(rows)
+        for count, _, searched_at in index_asked:
+            assert k < count <= k / share * 1.05 + 16, count
+            assert searched_at == math.ceil(ann_index.EXPANSION_SEARCH / share)  # ~330, not 425
+        assert float(np.mean(recalls)) >= 0.98, np.mean(recalls)
+    finally:
+        index.close()
+
+
+def test_rows_of_another_collection_crowding_a_query_are_asked_past_not_scanned(
+    real: tuple[Vectors, Vectors],  # noqa: F811
+    tmp_path: Path,
+    scored_rows: list[int],
+    index_asked: list[tuple[int, int | None, int]],
+) -> None:
+    """The same documents in a second collection: half of the index's nearest rows are filtered out where the
+    filter allows 93 % overall. The index is asked once more for enough, rather than the scope scanned."""
+    rows, queries = real
+    query = queries[0]
+    near = np.argsort(-(rows @ query))[:300]
+    index = _open(tmp_path)
+    try:
+        copies = [ChunkDoc(f"x{i}", f"xi{i}", DB, "copy", "knowledge", "copy", rows[i]) for i in near]
+        _fill(index, _docs(rows, collections=1) + copies)
+        recall = _recall_in(index, rows, np.arange(len(rows)), query)
+        assert len(index_asked) == 2 and index_asked[1][0] > index_asked[0][0]  # asked again, for more
+        assert max(scored_rows) <= 2 * 100 + 8  # the first k allowed candidates only: no shortlist, no scan
+        assert recall >= 0.98, recall
     finally:
         index.close()
 

@@ -20,7 +20,6 @@ filter cannot fill k, the search falls back to the paths above.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
@@ -51,21 +51,18 @@ _BLAS_MIN_ROWS = 50_000
 # When asked, the HNSW index answers for scopes this large: at 20k rows it took 0.55 ms a query against 7.1 ms for the
 # exact scan in the same run (recall@100 0.988; bench/retrieval/ann_choice.py, load ~9), for 614 B a row of
 # memory and ~13 s of building in the background; smaller scopes keep the scan. A filter keeps a share of
-# the rows: the index is asked for k / share x ANN_OVERFETCH candidates (k / share alone leaves fewer than
-# k allowed half the time; twice that gave recall@100 0.991 for one collection in ten at 100k), at most
-# ANN_MAX_FETCH; narrower filters use the paths above (one collection of 1,000 rows: a 0.1 ms scan).
+# the rows: how many candidates the index is asked for then is ann_candidates.py's; narrower filters use the
+# paths above (one collection of 1,000 rows: a 0.1 ms scan).
 ANN_MIN_ROWS = 20_000
 # A query into a few collections of a large scope reads those collections' rows (VectorScope.collection_rows)
 # instead of testing every row's collection: 1,000 collections of 1,000 rows, ~2 ms a search saved. Rows
 # appended since the rows were grouped are found by a scan of that tail, regrouped past this share of the rows.
 GROUP_TAIL_SHARE = 8
 LARGE_SHARE = 8  # collections with 1/8 of a scope's rows or more: a mask by comparison, not by rows
-ANN_OVERFETCH = 2.0
 # The feedback search's vector (the query moved toward its best rows) lies among the rows, where the index finds
 # neighbours at a smaller breadth: at 1M, recall@100 0.987 at 208 (1.7 ms), the fewest candidates the lane asks
 # for at limit 100, where a first pass's query has 0.976 (bench/retrieval/ann_1m.py feedback, ann_index.py).
 NARROW_BREADTH = 208
-ANN_MAX_FETCH = 4_096
 
 
 def _scores(mat: Vector, query: Vector) -> Vector:
@@ -412,7 +409,7 @@ def nearest(
     if allowed == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     if view.ann is not None and allowed >= ann_min_rows:
-        proposed = _ann_candidates(view, query, mask, allowed, k, breadth)
+        proposed = ann_candidates(view, query, mask, allowed, k, breadth)
         if proposed is not None:
             if view.pending_from < n:  # written since the index was last fed (ann_feeder.py)
                 proposed = np.concatenate([proposed, view.pending_from + np.flatnonzero(mask[view.pending_from :])])
@@ -464,25 +461,3 @@ def _rescored(
             gathered[in_file] = reader.take(rows[in_file])
         gathered[~in_file] = view.mat[rows[~in_file]]
     return _top(view.ids[rows], _scores(gathered, query), k)
-
-
-def _ann_candidates(
-    view: ScopeView, query: Vector, mask: npt.NDArray[np.bool_], allowed: int, k: int, breadth: int | None
-) -> npt.NDArray[np.int64] | None:
-    """Positions of the first k HNSW candidates that `mask` allows, or None when they cannot fill k.
-
-    The over-fetch is there to find k allowed candidates, not to rescore more: the first k allowed, in the
-    index's order, give the same recall@100 as all of them (1M rows, one collection in 10: 0.983 both;
-    99 in 100: 0.981 both), and at 99 in 100 rescoring all 421 took 3.3 ms against 2.9 for 208."""
-    assert view.ann is not None
-    share = allowed / max(1, len(view.ann))
-    fetch = math.ceil(k / share * ANN_OVERFETCH) if share < 1.0 else k
-    if fetch > ANN_MAX_FETCH:
-        return None
-    rowids = view.ann.search(query, fetch, breadth)
-    # Rowids ascend along the rows (appended in rowid order, AUTOINCREMENT): a binary search finds each row.
-    # Rowids this view does not hold (added since) land on another row and are dropped by the check.
-    found = np.minimum(np.searchsorted(view.ids, rowids), len(view.ids) - 1)
-    found = found[view.ids[found] == rowids]
-    found = found[mask[found]]
-    return found[:k] if found.size >= min(k, allowed) else None
