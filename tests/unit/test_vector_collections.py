@@ -55,6 +55,36 @@ def test_collection_rows_follow_appends_new_collections_and_compaction() -> None
     assert set(scope.ids[got].tolist()).isdisjoint(range(1, 4_001))
 
 
+def test_the_rows_a_filter_allows_are_computed_once_between_writes_and_again_after_each() -> None:
+    """A query's first and feedback searches (and queries between writes) share the mask of allowed rows; an
+    add, a delete or a compaction computes it again, so no search sees a deleted row or misses an added one."""
+    rng = np.random.default_rng(4)
+    scope = VectorScope.empty(0, 32)
+    vecs = _unit(rng, 3_000)
+    scope.add([(i + 1, f"c{i % 3}", vecs[i]) for i in range(2_000)])
+    c1 = [scope.coll_codes["c1"]]
+
+    def expected(codes: list[int] | None) -> list[int]:
+        alive = scope.alive[: scope.n]
+        rows = alive if codes is None else alive & np.isin(scope.coll[: scope.n], codes)
+        return np.flatnonzero(rows).tolist()
+
+    first = scope.view(approximate=False, collections=c1).alive
+    assert scope.view(approximate=False, collections=c1).alive is first  # the same mask, not computed again
+    assert not first.flags.writeable and np.flatnonzero(first).tolist() == expected(c1)
+    for write in (
+        lambda: scope.remove([2, 5, 8]),  # rows of c1
+        lambda: scope.add([(5_000, "c1", vecs[2_000])]),
+        lambda: scope.add_block(np.asarray([5_001], dtype=np.int64), ["c1"], vecs[2_001:2_002]),
+        lambda: scope.remove(range(1, 1_200)),  # past a quarter dead: compacts
+    ):
+        before = scope.view(approximate=False, collections=c1).alive
+        write()
+        after = scope.view(approximate=False, collections=c1).alive
+        assert after is not before and np.flatnonzero(after).tolist() == expected(c1)
+        assert np.flatnonzero(scope.view(approximate=False).alive).tolist() == expected(None)
+
+
 def test_collection_mask_is_the_same_whether_it_scatters_rows_or_compares_codes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

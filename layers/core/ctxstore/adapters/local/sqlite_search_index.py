@@ -436,14 +436,13 @@ class SqliteSearchIndex:
         if query.shape[0] != cache.dim:
             raise ValueError(f"query vector has dimension {query.shape[0]}, the index holds {cache.dim}")
         with self._cache_lock:  # a consistent snapshot; the arrays are only appended to or replaced
-            view = cache.view(approximate=cache.n >= self._approx_min_rows)
             codes = sorted({cache.coll_codes[c] for c in flt.collections if c in cache.coll_codes})
-            mask = view.alive
-            if flt.collections and len(codes) < len(cache.coll_codes):  # some collections of the scope
-                mask = cache.collection_mask(codes, mask)
+            some = flt.collections and len(codes) < len(cache.coll_codes)  # some collections of the scope
+            view = cache.view(approximate=cache.n >= self._approx_min_rows, collections=codes if some else None)
+        mask = view.alive
         allowed = self._candidate_rowids(org, flt)
         if allowed is not None:
-            mask &= np.isin(view.ids, allowed)
+            mask = mask & np.isin(view.ids, allowed)
         k = limit * 2 + 8  # spare rows for ones deleted since the snapshot
         limits = {"approx_min_rows": self._approx_min_rows, "shortlist_min": self._shortlist_min}
         breadth = NARROW_BREADTH if narrow else None
