@@ -59,7 +59,7 @@ class Asked:
         return found
 
 
-def _old_fetch(k: int, share: float) -> int:
+def _old_fetch(k: int, share: float) -> int | None:
     return k if share >= 1.0 else math.ceil(k / share * 2.0)
 
 

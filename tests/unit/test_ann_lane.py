@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ctxstore.adapters.local import ann_index, vector_cache
+from ctxstore.adapters.local import ann_candidates, ann_index, vector_cache
 from ctxstore.adapters.local.ann_index import AnnIndex, Index, scope_file
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
@@ -316,6 +316,16 @@ def test_a_filter_allowing_most_rows_asks_the_index_for_little_more_than_k(
         assert float(np.mean(recalls)) >= 0.98, np.mean(recalls)
     finally:
         index.close()
+
+
+def test_the_index_answers_filters_down_to_the_share_it_always_did() -> None:
+    """The request shrank near a share of 1, not where the index gives way to the scan or the shortlist."""
+    k = 2 * 100 + 8
+    assert ann_candidates.fetch_size(k, 1.0) == k
+    assert ann_candidates.fetch_size(k, 0.09) is None  # 100 of 1,000 collections and fewer: the shortlist
+    for share in (0.11, 0.3, 0.7, 0.984):
+        fetch = ann_candidates.fetch_size(k, share)
+        assert fetch is not None and k / share < fetch <= k / share * 2.0, (share, fetch)
 
 
 def test_rows_of_another_collection_crowding_a_query_are_asked_past_not_scanned(
