@@ -33,6 +33,7 @@ from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local import vector_loading, vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
+from ctxstore.adapters.local.hit_rows import HitRows
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
 from ctxstore.adapters.local.keyword_merge import KeywordMerger
 from ctxstore.adapters.local.sqlite_db import SqliteDb
@@ -113,6 +114,7 @@ class SqliteSearchIndex:
         self._write_lock = threading.Lock()  # in-process writers: SQL commit and cache update together
         self._vocab_ready = threading.local()
         self._keywords = KeywordLane()
+        self._hits = HitRows()
         self._snapshot_keeper = SnapshotKeeper(self._snapshots, self._cache_lock)
         if snapshot_every_s > 0:
             self._snapshot_keeper.start(snapshot_every_s, lambda: list(self._vectors.items()))
@@ -172,6 +174,7 @@ class SqliteSearchIndex:
     def _apply(self, delta: _Delta) -> None:
         """After a write's commit, under the write lock: the cached scopes follow it, and merging waits."""
         self.keyword_merger.wrote()
+        self._hits.forget(rowid for rows in delta.removed.values() for rowid in rows)
         with self._cache_lock:
             for key, gen in delta.generations.items():
                 cache = self._vectors.get(key)
@@ -463,16 +466,7 @@ class SqliteSearchIndex:
         return hits
 
     def _hit_rows(self, rowids: npt.NDArray[np.int64]) -> dict[int, tuple[str, str, str]]:
-        if rowids.size == 0:
-            return {}
-        return {
-            int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
-            for r in self._db.conn.execute(
-                "SELECT id, chunk_id, item_id, collection FROM chunks INDEXED BY chunks_hits"
-                " WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps([int(x) for x in rowids]),),
-            ).fetchall()
-        }
+        return self._hits.get(self._db.conn, rowids) if rowids.size else {}
 
     def get_chunks(self, org: str, chunk_ids: Sequence[str]) -> list[ChunkDoc]:
         if not chunk_ids:
