@@ -1,7 +1,8 @@
 """Feeds the rows written after a scope's HNSW index was installed into it, off the write path.
 
 A write appends its rows to the scope at once (searchable by the next query), and a background thread adds them
-to the index afterwards (`wrote`), a few rows per hold of the index's lock, at a lower CPU priority. Adding a row
+to the index afterwards (`wrote`), a few rows per hold of the index's lock, at a lower CPU priority, once writes
+pause (or too many rows wait: QUIET_S, SOFT_PENDING). Adding a row
 to a 1M-row index costs ~0.9 ms; in the write path that took the ingest rate at 1M to 0.70x an empty index's
 (bench/retrieval/writes_at_size.py). Until a row is in the index, a search scores it exactly beside the index's
 candidates (ScopeView.pending_from); past MAX_PENDING such rows a writer feeds the index itself. Rows are fed in
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +37,13 @@ FEED_NICENESS = 10  # the feeding thread's: ingestion's embedding and the querie
 # Rows of a scope written but not yet in its index past which a writer feeds them itself (and so waits): a search
 # scores the pending rows exactly, ~2 ms at this many, and the low-priority thread can fall behind a long ingest.
 MAX_PENDING = 10_000
+# The thread feeds once writes have paused this long, or past SOFT_PENDING rows whatever the writes: adding rows
+# to a 1M-row index beside a burst of ingestion slowed its embedding, at nice 10 and 19 alike (the server used
+# ~10 % more CPU for the same 2,000 notes; the index's random reads of ~650 MB share the caches with it).
+# writes_at_size at 1M: 0.84 and 0.85x an empty index's rate feeding beside the burst, 0.84-1.00x (0.94 over 8
+# runs) waiting for the pause. Searches score the waiting rows exactly (~1 ms at 5,000).
+QUIET_S = 0.5
+SOFT_PENDING = 5_000
 
 
 class AnnFeeder:
@@ -53,12 +62,14 @@ class AnnFeeder:
         self._wake, self._stop = threading.Event(), threading.Event()
         self._feeding = threading.Lock()  # one batch at a time: the thread's or a writer's
         self._thread: threading.Thread | None = None
+        self._last_write = 0.0  # time.monotonic() of the last write
 
     def wrote(self) -> None:
         """Told after a write changed cached scopes: their new rows go into their indexes (at once in tests)."""
         if not self._in_background:
             self.feed()
             return
+        self._last_write = time.monotonic()
         if self._thread is None:
             with self._feeding:  # one thread, seen by stop() only once started
                 if self._thread is None:
@@ -86,6 +97,11 @@ class AnnFeeder:
         while not self._stop.is_set():
             self._wake.wait()
             self._wake.clear()
+            while not self._stop.is_set() and self.backlog() < SOFT_PENDING:
+                quiet = time.monotonic() - self._last_write
+                if quiet >= QUIET_S:
+                    break
+                self._stop.wait(QUIET_S - quiet)
             self.feed()
 
     def feed(self, until: int = 0) -> int:
