@@ -39,8 +39,8 @@ FEED_NICENESS = 10  # the feeding thread's: ingestion's embedding and the querie
 MAX_PENDING = 10_000
 # The thread feeds once writes have paused this long, or past SOFT_PENDING rows whatever the writes: adding rows
 # to a 1M-row index beside a burst of ingestion slowed its embedding, at nice 10 and 19 alike (the server used
-# ~10 % more CPU for the same 2,000 notes; the index's random reads of ~650 MB share the caches with it).
-# writes_at_size at 1M: 0.84 and 0.85x an empty index's rate feeding beside the burst, 0.84-1.00x (0.94 over 8
+# 6-26 % more CPU for the same 2,000 notes; the index's random reads of ~650 MB share the caches with it).
+# writes_at_size at 1M: 0.84 and 0.85x an empty index's rate feeding beside the burst, 0.84-1.00x (0.94 over 6
 # runs) waiting for the pause. Searches score the waiting rows exactly (~1 ms at 5,000).
 QUIET_S = 0.5
 SOFT_PENDING = 5_000

@@ -3,7 +3,8 @@
 A query reads them for mostly the same rows three times: its first vector search, its keyword lane and its
 feedback search (~0.6 ms each at 1M). A row's ids never change (an upsert deletes the row and inserts another,
 and row ids are never reused: AUTOINCREMENT), so an entry stays right while its row exists; the index forgets
-the rows a write deletes when it applies the write (SqliteSearchIndex._apply), before the next search.
+the rows a write deletes when it applies the write (SqliteSearchIndex._apply), before the next search. An entry
+read by a search whose snapshot predates a delete may outlive its row: no later search meets that row id again.
 """
 
 from __future__ import annotations
