@@ -378,8 +378,14 @@ def test_the_feeding_thread_waits_for_writes_to_pause_unless_too_many_rows_wait(
         while len(_ann_keys(index)) < start and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(_ann_keys(index)) == start  # fed once the writes paused
+        fed = start
         _fill(index, _docs(rows[start : start + 500], first=start))  # past SOFT_PENDING in one write
-        time.sleep(0.5)  # well inside QUIET_S
-        assert len(_ann_keys(index)) > start  # fed without waiting for a pause
+        start += 500
+        deadline = time.monotonic() + 20
+        while len(_ann_keys(index)) == fed and time.monotonic() < deadline:  # writes never pause meanwhile
+            _fill(index, _docs(rows[start : start + 1], first=start))
+            start += 1
+            time.sleep(0.1)
+        assert len(_ann_keys(index)) > fed  # fed without waiting for a pause
     finally:
         index.close()
