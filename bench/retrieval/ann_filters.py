@@ -53,8 +53,10 @@ class Asked:
         self.seen: list[tuple[int, int]] = []
         ann.search = self.search  # type: ignore[method-assign]
 
-    def search(self, query: Vectors, count: int, breadth: int | None = None, share: float = 1.0) -> np.ndarray:
-        found = self.inner(query, count, breadth, 1.0 if self.old else share)
+    def search(self, query: Vectors, count: int, breadth: int | None = None) -> np.ndarray:
+        # The former rule searched at max(breadth, count) without widening: the same at a share of 1 (count is k),
+        # and count itself below it (k / share x 2 exceeds any breadth the lane asks).
+        found = self.inner(query, count, breadth if not self.old or count <= ASK else count)
         self.seen.append((count, int(self.ann._index.expansion_search)))
         return found
 

@@ -259,10 +259,8 @@ def index_asked(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int
     asked: list[tuple[int, int | None, int]] = []
     inner = AnnIndex.search
 
-    def spy(
-        self: AnnIndex, query: Vectors, count: int, breadth: int | None = None, share: float = 1.0
-    ) -> npt.NDArray[np.int64]:
-        found = inner(self, query, count, breadth, share)
+    def spy(self: AnnIndex, query: Vectors, count: int, breadth: int | None = None) -> npt.NDArray[np.int64]:
+        found = inner(self, query, count, breadth)
         asked.append((count, breadth, int(self._index.expansion_search)))
         return found
 
@@ -282,7 +280,7 @@ def test_a_narrow_search_asks_the_index_for_the_narrow_breadth(
         _fill(index, _docs(rows))
         first = index.vector_search(ORG, _flt(), queries[0], limit=10)
         narrow = index.vector_search(ORG, _flt(), queries[0], limit=10, narrow=True)
-        assert [b for _, b, _ in index_asked] == [None, vector_cache.NARROW_BREADTH]
+        assert [at for _, _, at in index_asked] == [ann_index.EXPANSION_SEARCH, vector_cache.NARROW_BREADTH]
         assert [h.chunk_id for h in narrow[:5]] == [h.chunk_id for h in first[:5]]
     finally:
         index.close()

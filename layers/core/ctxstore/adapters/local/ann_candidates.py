@@ -2,7 +2,8 @@
 
 The index holds every row of the scope; a filter (collections, the rows not yet fed to the index) is applied to
 what it returns. So the index is asked for enough candidates that k of them pass, and searches at a breadth
-widened by the same share, so that about as many allowed rows are compared as an unfiltered search compares.
+widened by the same share (the lane's breadth / share), so that about as many allowed rows are compared as an
+unfiltered search compares. This module is where that policy lives; AnnIndex.search takes the breadth as given.
 
 History: the index was asked for k / share x 2 at a breadth of at least that. For a filter allowing 98 % of
 1M rows (a default collection beside a few others) that was 423 candidates at breadth 423 for both the first
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+from ctxstore.adapters.local.row_positions import positions
 
 if TYPE_CHECKING:
     from ctxstore.adapters.local.vector_cache import ScopeView, Vector
@@ -57,19 +60,17 @@ def ann_candidates(
     share = min(1.0, (allowed - unfed) / max(1, len(ann)))
     if share <= 0.0:
         return None
+    from ctxstore.adapters.local.ann_index import EXPANSION_SEARCH  # loaded already: the view has an index
+
+    # About as many allowed rows compared as an unfiltered search compares.
+    widened = math.ceil((breadth or EXPANSION_SEARCH) / share)
     want = min(k, allowed)
     fetch = fetch_size(k, share)
     for _ in range(ATTEMPTS):
         if fetch is None or fetch > ANN_MAX_FETCH:
             return None
-        rowids = ann.search(query, fetch, breadth, share=share)
-        # Rowids ascend along the rows (appended in rowid order, AUTOINCREMENT): a binary search finds each row.
-        # Rowids this view does not hold (added since) land on another row and are dropped by the check.
-        # In ascending order the binary searches share their first steps and cache lines (a quarter less time at 1M).
-        order = np.argsort(rowids)
-        found = np.empty_like(rowids)
-        found[order] = np.minimum(np.searchsorted(view.ids, rowids[order]), len(view.ids) - 1)
-        found = found[view.ids[found] == rowids]
+        rowids = ann.search(query, fetch, widened)
+        found = positions(view.ids, rowids)  # rows this view does not hold (added since) are dropped
         found = found[mask[found]]
         if found.size >= want or rowids.size < fetch:  # enough, or the index has no more to give
             return found[:k] if found.size >= want else None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import threading
 import uuid
@@ -171,12 +170,10 @@ class AnnIndex:
         self.add(missing, rows_of(missing))
         return len(stale), len(missing)
 
-    def search(self, query: Vector, count: int, breadth: int | None = None, share: float = 1.0) -> RowIds:
+    def search(self, query: Vector, count: int, breadth: int | None = None) -> RowIds:
         """Rowids of about `count` nearest rows, best first (approximate: the caller rescores); `breadth`:
-        expansion_search, EXPANSION_SEARCH unless given, widened by 1 / `share` when a filter allows only that
-        share of the rows (so about as many allowed rows are compared as without one)."""
-        expansion = max(math.ceil((breadth or EXPANSION_SEARCH) / max(share, 1e-3)), count)
+        expansion_search, EXPANSION_SEARCH unless given (a filtered search widens it: ann_candidates.py)."""
         with self._lock:
-            self._index.expansion_search = expansion  # type: ignore[misc]  # the stub omits the setter
+            self._index.expansion_search = max(breadth or EXPANSION_SEARCH, count)  # type: ignore[misc]  # the stub omits the setter
             found = self._index.search(codes(query), count, threads=1)
         return np.asarray(found.keys, dtype=np.int64)

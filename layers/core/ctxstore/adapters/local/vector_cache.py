@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
+from ctxstore.adapters.local.row_positions import positions
 
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
     from ctxstore.adapters.local.ann_index import AnnIndex
@@ -238,11 +239,8 @@ class VectorScope:
 
     def alive_positions(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Positions of those of `rowids` this scope holds alive (others are dropped)."""
-        if self.n == 0 or len(rowids) == 0:
-            return np.zeros(0, dtype=np.int64)
-        ids = self.ids[: self.n]
-        at: npt.NDArray[np.int64] = np.minimum(np.searchsorted(ids, rowids), self.n - 1).astype(np.int64)
-        found: npt.NDArray[np.int64] = at[(ids[at] == rowids) & self.alive[at]]
+        at = positions(self.ids[: self.n], np.asarray(rowids, dtype=np.int64))
+        found: npt.NDArray[np.int64] = at[self.alive[at]]
         return found
 
     def remove(self, rowids: Iterable[int]) -> None:
