@@ -184,12 +184,22 @@ def test_a_batch_is_shared_by_every_extraction_process_in_order() -> None:
     for f in [pool.submit(spacy_extractor._extract_in_child, TEXTS) for _ in range(4)]:
         f.result()  # both children spawned and warm
     pids = list(pool._processes)
-    assert len(pids) == 2
-    before = [_cpu_ticks(p) for p in pids]
-    assert pooled.extract_many(texts) == expected  # the slices come back in order
-    spent = [_cpu_ticks(p) - b for p, b in zip(pids, before, strict=True)]
-    assert min(spent) >= 0.25 * max(spent) > 0, spent
-    spacy_extractor._drop_pool(pool)
+    try:
+        assert len(pids) == 2
+        # Which child takes a slice is the scheduler's call: at nice 19 on a machine the suite keeps busy, one child
+        # can take both slices before the other runs (seen once: [31, 0] ticks). A few batches show the sharing.
+        shares = []
+        for _ in range(3):
+            before = [_cpu_ticks(p) for p in pids]
+            assert pooled.extract_many(texts) == expected  # the slices come back in order
+            spent = [_cpu_ticks(p) - b for p, b in zip(pids, before, strict=True)]
+            shares.append(spent)
+            if min(spent) >= 0.25 * max(spent) > 0:
+                break
+        else:
+            raise AssertionError(f"no batch was shared between the two processes: {shares}")
+    finally:
+        spacy_extractor._drop_pool(pool)  # a pool of two would be the next test's
 
 
 def test_extraction_processes_run_at_the_lowest_priority() -> None:
