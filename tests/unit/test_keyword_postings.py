@@ -52,7 +52,7 @@ def _vocab_df(path: Path) -> dict[str, int]:
 
 def _kw_df(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(path)
-    out = {str(t): int(d) for t, d in conn.execute("SELECT code || term, docs FROM kw_term_df")}
+    out = {str(t): int(d) for t, d in conn.execute("SELECT token, docs FROM kw_df")}
     conn.close()
     return out
 
@@ -112,35 +112,10 @@ def test_a_file_without_document_frequencies_gets_them_from_the_index(tmp_path: 
     before = [(h.chunk_id, h.score) for h in idx.keyword_search("org1", flt, "heart gene trial", limit=20)]
     idx.close()
     conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE kw_term_df")  # the layout before document frequencies had a table
+    conn.execute("DROP TABLE kw_df")  # the layout before kw_df existed
     conn.commit()
     conn.close()
     idx = SqliteSearchIndex(path)
     assert [(h.chunk_id, h.score) for h in idx.keyword_search("org1", flt, "heart gene trial", limit=20)] == before
     assert Counter(_kw_df(path)) == Counter(_vocab_df(path))
     idx.close()
-
-
-def test_a_file_with_token_keyed_document_frequencies_is_rekeyed_by_term_on_open(tmp_path: Path) -> None:
-    """Files of earlier releases keep document frequencies in `kw_df`, keyed by token (collection code first). On
-    open they move to `kw_term_df`, replacing what it held (a release before this one may have written `kw_df`
-    since, leaving `kw_term_df` behind), and the old table goes; scores stay the same."""
-    path = tmp_path / "search.db"
-    idx = SqliteSearchIndex(path)
-    _churn(idx, random.Random(5), 30)
-    flt = SearchFilter(database="db", collections=["a", "b"], store="knowledge")
-    before = [(h.chunk_id, h.score) for h in idx.keyword_search("org1", flt, "heart gene trial", limit=20)]
-    idx.close()
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE kw_df (token TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID")
-    conn.execute("INSERT INTO kw_df SELECT code || term, docs FROM kw_term_df")
-    conn.execute("UPDATE kw_term_df SET docs = docs + 7")  # stale: kw_df is the one to trust
-    conn.commit()
-    conn.close()
-    idx = SqliteSearchIndex(path)
-    assert [(h.chunk_id, h.score) for h in idx.keyword_search("org1", flt, "heart gene trial", limit=20)] == before
-    assert Counter(_kw_df(path)) == Counter(_vocab_df(path))
-    idx.close()
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'kw_df'").fetchone() == (0,)
-    conn.close()

@@ -3,7 +3,7 @@
 Each chunk's title and text are indexed as Porter stems prefixed with the code of the chunk's collection
 (keyword_terms.py) in an external-content FTS5 table, so a term's postings are one collection's. bm25 is
 computed here, per query, from the queried collections only: document count and total length per
-collection (`kw_scopes`), document frequencies (`kw_term_df`), term frequencies and lengths per row
+collection (`kw_scopes`), document frequencies (`kw_df`), term frequencies and lengths per row
 (keyword_postings.py). FTS5's own bm25() uses table-wide statistics, so another organisation's or
 collection's data changed a score (and leaked its size); here it cannot (tests/unit/test_keyword_scope_stats.py).
 Same formula and constants as FTS5 (k1 1.2, b 0.75, title weight 2, idf floor 1e-6), except that scopes of
@@ -130,7 +130,7 @@ class KeywordLane:
         The formula is FTS5's (idf = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, times
         tf(k1 + 1) / (tf + k1(1 - b + b dl/avgdl)), tf weighted by column), with N, n and avgdl of the
         queried collections: document counts and lengths from `kw_scopes`, document frequencies from
-        `kw_term_df`, term frequencies and lengths per row (keyword_postings.py), all in the caller's snapshot.
+        `kw_df`, term frequencies and lengths per row (keyword_postings.py), all in the caller's snapshot.
         """
         scopes = self.scopes(conn, org, flt)
         if not scopes:
@@ -138,7 +138,7 @@ class KeywordLane:
         docs = sum(n for _, n, _ in scopes)
         avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
         codes = [kt.scope_code(sid) for sid, _, _ in scopes]
-        df_scoped = kp.doc_freqs(conn, codes, q.terms)
+        df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
         df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
         if q.required and any(df.get(t, 0) == 0 for t in q.required):
             return None  # and/phrase: a required word occurs nowhere in scope

@@ -5,12 +5,8 @@ sizes, and the row's length from `chunks`), and fts5vocab's 'row' table counts a
 walking its whole doclist. At 100k chunks that was 15 of the keyword lane's 20 ms (docs/benchmarks.md,
 issue 15). Instead:
 
-- `kw_term_df` holds each scoped token's document count, kept in the writes' own transactions, so a search
-  reads its statistics in the same snapshot as the postings. It is keyed by (term, collection code), term
-  first: a query's term has its counts for every collection side by side, so a query into 100 collections
-  reads a few pages per term instead of one page per (collection, term) (the table has ~9 tokens per chunk:
-  9.2M rows at 1M chunks). 100 collections: 2.6-7.7 -> 1.2-1.5 ms; one collection: the same (0.06-0.09 ms);
-  (token-first `kw_df` before, migrated on open: sqlite_search_migration.py);
+- `kw_df` holds each scoped token's document count, kept in the writes' own transactions, so a search
+  reads its statistics in the same snapshot as the postings;
 - a token's postings come from fts5vocab 'instance' (row, column per occurrence), concatenated by
   SQLite into one string per column and parsed by numpy, then summed into weighted term frequencies
   (the same integers FTS5's bm25() weighs: title occurrences count TITLE_WEIGHT, text ones TEXT_WEIGHT);
@@ -24,22 +20,16 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from sqlite3 import Connection
 
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.adapters.local import keyword_terms as kt
-
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-DF_TABLE = (
-    "CREATE TABLE IF NOT EXISTS kw_term_df (term TEXT NOT NULL, code TEXT NOT NULL, docs INTEGER NOT NULL,"
-    " PRIMARY KEY (term, code)) WITHOUT ROWID"
-)
-_CODE = kt.CODE_LEN
+DF_TABLE = "CREATE TABLE IF NOT EXISTS kw_df (token TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID"
 # Per connection: fts5vocab tables over the keyword index (temp: they are views of main's kw_fts).
 VOCAB_TABLES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, kw_fts, 'row')",
@@ -54,49 +44,33 @@ def row_tokens(kw_title: str | None, kw_text: str | None) -> set[str]:
 
 def change_doc_freqs(conn: Connection, change: Counter[str]) -> None:
     """Add the counts (negative for deleted rows) in the caller's transaction; drop tokens left at zero."""
-    deltas = [(token[_CODE:], token[:_CODE], n) for token, n in change.items() if n]
+    deltas = [(token, n) for token, n in change.items() if n]
     if not deltas:
         return
     conn.executemany(
-        "INSERT INTO kw_term_df (term, code, docs) VALUES (?, ?, ?)"
-        " ON CONFLICT (term, code) DO UPDATE SET docs = docs + excluded.docs",
+        "INSERT INTO kw_df (token, docs) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET docs = docs + excluded.docs",
         deltas,
     )
-    gone = [(term, code) for term, code, n in deltas if n < 0]
+    gone = [token for token, n in deltas if n < 0]
     if gone:
-        conn.executemany("DELETE FROM kw_term_df WHERE term = ? AND code = ? AND docs <= 0", gone)
+        conn.execute(
+            "DELETE FROM kw_df WHERE docs <= 0 AND token IN (SELECT value FROM json_each(?))", (json.dumps(gone),)
+        )
 
 
 def fill_doc_freqs(conn: Connection) -> None:
-    """Derive `kw_term_df` from the index itself (files written before it existed), in the caller's transaction."""
+    """Derive `kw_df` from the index itself (files written before it existed), in the caller's transaction."""
     for statement in VOCAB_TABLES:
         conn.execute(statement)
-    conn.execute("DELETE FROM kw_term_df")
-    conn.execute(
-        f"INSERT INTO kw_term_df (term, code, docs) SELECT substr(term, {_CODE + 1}), substr(term, 1, {_CODE}), doc"
-        " FROM temp.kw_rows WHERE doc > 0 ORDER BY 1, 2"
-    )
+    conn.execute("DELETE FROM kw_df")
+    conn.execute("INSERT INTO kw_df (token, docs) SELECT term, doc FROM temp.kw_rows WHERE doc > 0")
 
 
-def rekey_doc_freqs(conn: Connection) -> None:
-    """Move the token-keyed `kw_df` of earlier files into `kw_term_df` (replacing what it held: a release
-    before this one may have written `kw_df` since), in the caller's transaction. ~40 s at 9M tokens."""
-    conn.execute("DELETE FROM kw_term_df")
-    conn.execute(
-        f"INSERT INTO kw_term_df (term, code, docs) SELECT substr(token, {_CODE + 1}), substr(token, 1, {_CODE}), docs"
-        " FROM kw_df ORDER BY 1, 2"
-    )
-    conn.execute("DROP TABLE kw_df")
-
-
-def doc_freqs(conn: Connection, codes: Sequence[str], terms: Sequence[str]) -> dict[str, int]:
-    """Document counts of every (collection code, term) token that occurs, by token (code + term)."""
+def doc_freqs(conn: Connection, tokens: Iterable[str]) -> dict[str, int]:
     rows = conn.execute(
-        "SELECT code, term, docs FROM kw_term_df WHERE term IN (SELECT value FROM json_each(?))"
-        " AND code IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(terms)), json.dumps(list(codes))),
+        "SELECT token, docs FROM kw_df WHERE token IN (SELECT value FROM json_each(?))", (json.dumps(list(tokens)),)
     ).fetchall()
-    return {str(c) + str(t): int(d) for c, t, d in rows}
+    return {str(t): int(d) for t, d in rows}
 
 
 def _ints(joined: str | None) -> IntArray:

@@ -33,11 +33,9 @@ def migrate_keywords(db: SqliteDb) -> None:
         conn.execute(kp.DF_TABLE)
         for statement in KW_OLD_TRIGGERS:  # the index writes kw_fts itself now (sqlite_search_sql.KW_INSERT)
             conn.execute(statement)
-        if "kw_df" in tables:  # document frequencies keyed by token (collection first) before: keyed by term now
-            kp.rekey_doc_freqs(conn)
-        elif "kw_fts" in tables and "kw_term_df" not in tables:  # written before they had a table of their own
-            kp.fill_doc_freqs(conn)
         if "kw_fts" in tables:
+            if "kw_df" not in tables:  # written before document frequencies had their own table
+                kp.fill_doc_freqs(conn)
             return
         rows = conn.execute(
             "SELECT id, org, database, store, collection, title, text FROM chunks WHERE kw_len IS NULL"
