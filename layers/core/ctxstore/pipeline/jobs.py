@@ -33,8 +33,9 @@ GRAPH_QUEUE = "graph"
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.
 INDEX_BATCH = 8
 # Graph jobs a worker claims at once: they share one extraction call and the graph and status writes
-# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28).
-GRAPH_BATCH = 32
+# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28). 64: half the
+# batch ends (where an extraction process can wait for the other) of 32, ~1 s a batch on 2 cores.
+GRAPH_BATCH = 64
 
 
 def webhook_retry(o: WebhookSettings) -> RetryPolicy:
