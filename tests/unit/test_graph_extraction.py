@@ -137,6 +137,19 @@ def test_an_attribute_rule_of_an_unknown_shape_fails_the_load() -> None:
         TagAttributes(nlp, [*rules, rules[0]])
 
 
+def test_the_extractor_module_imports_spacy_only_when_the_pipeline_loads() -> None:
+    """A server builds its extractor at start; spaCy's import takes seconds, paid at the first extraction only."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, ctxstore.adapters.models.spacy_extractor;"
+        " print(sorted(m for m in ('spacy', 'thinc') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
 def test_llm_extractor_over_a_fake_openai_endpoint() -> None:
     seen: list[dict[str, object]] = []
     answer = {

