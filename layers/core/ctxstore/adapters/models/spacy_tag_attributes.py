@@ -6,12 +6,13 @@ words), every rule through spaCy's Matcher and every match through a Span: 5.5-6
 spends on a SciFact abstract, 3 of them in the Matcher's per-token predicates (docs/benchmarks.md).
 
 This component gives the same annotations. The tag rules are a table from tag to (POS, morphology),
-written with one `Doc.from_array`. Each exception is a mask over the doc's LOWER, TAG, DEP and IS_SPACE
-columns (the operators the rules use: equal, IN, NOT_IN, REGEX), and its matches are written with the
-ruler's own `set_token_attrs`. The ruler applies its matches in rule order, later ones overwriting, and
-every tag rule comes before every exception, so the result is the ruler's: tests/unit/test_graph_extraction.py
-compares every token of SciFact abstracts and informal English against the unchanged pipeline. A rule of
-another shape (an operator or attribute not listed) fails the load instead of being applied differently.
+written with one `Doc.from_array`. Each exception is a set of predicates on the doc's LOWER, TAG, DEP and
+IS_SPACE columns (the operators the rules use: equal, IN, NOT_IN, REGEX), checked only where the word it names
+occurs when it names one and as masks over the doc otherwise; its matches are written with the ruler's own
+`set_token_attrs`. The ruler applies its matches in rule order, later ones overwriting, and every tag rule
+comes before every exception, so the result is the ruler's: tests/unit/test_graph_extraction.py compares every
+token of SciFact abstracts and informal English against the unchanged pipeline. A rule of another shape (an
+operator or attribute not listed) fails the load instead of being applied differently.
 """
 
 import re
@@ -172,33 +173,14 @@ class TagAttributes:
         return doc
 
 
-class _Slot:
-    """The pipeline slot: spaCy builds components from factories; the rules are read off the old ruler."""
-
-    def __init__(self) -> None:
-        self._component: TagAttributes | None = None
-
-    def install(self, component: TagAttributes) -> None:
-        self._component = component
-
-    def __call__(self, doc: Doc) -> Doc:
-        if self._component is None:
-            raise RuntimeError("tag attributes used before their rules were installed")
-        return self._component(doc)
-
-
 def replace_attribute_ruler(nlp: Language) -> None:
     """Swap the pipeline's `attribute_ruler` for TagAttributes with the same rules, in the same place."""
     ruler: Any = nlp.get_pipe("attribute_ruler")
-    component = TagAttributes(nlp, ruler.patterns)
-    at = nlp.pipe_names.index("attribute_ruler")
-    nlp.remove_pipe("attribute_ruler")
-    nlp.add_pipe(NAME, before=nlp.pipe_names[at] if at < len(nlp.pipe_names) else None)
-    slot: Any = nlp.get_pipe(NAME)
-    slot.install(component)
+    nlp.replace_pipe("attribute_ruler", NAME, config={"rules": ruler.patterns})
+    nlp.rename_pipe("attribute_ruler", NAME)
 
 
 # No `from __future__ import annotations` in this module: spaCy reads the factory's annotations as types.
 @Language.factory(NAME)
-def _make(nlp: Language, name: str) -> _Slot:
-    return _Slot()
+def _make(nlp: Language, name: str, rules: list[dict[str, Any]]) -> TagAttributes:
+    return TagAttributes(nlp, rules)
