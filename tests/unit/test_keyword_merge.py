@@ -115,6 +115,38 @@ def test_a_merge_is_due_again_only_once_a_share_of_the_rows_is_new_even_after_a_
         idx.close()
 
 
+def test_segments_left_by_re_ingests_of_a_few_rows_are_merged_once_the_last_merge_is_old_enough(
+    tmp_path: Path,
+) -> None:
+    """Re-ingests and deletes add segments but hardly any rows: the share rule alone never merged them again
+    (at 1M, 10 segments doubled a 100-collection query's postings read)."""
+    idx = SqliteSearchIndex(tmp_path / "search.db")
+    merger = idx.keyword_merger
+    merger.idle_s, merger.min_new_rows = 0, 0
+    try:
+        _write_in_small_transactions(idx, 100)
+        assert idx.merge_keyword_segments() > 0
+        rng = random.Random(5)
+        b = 0
+        while segment_count(idx._db) < merger.min_segments and b < 200:  # re-ingests of rows already there
+            text = " ".join(rng.choices(WORDS, k=80))
+            idx.upsert("org1", [ChunkDoc(f"k{b}-0", f"i{b}-0", "db", f"c{b % 7}", "knowledge", text, None)])
+            b += 1
+        idx.delete_item("org1", "db", "c3", "knowledge", "i3-0")
+        assert segment_count(idx._db) >= merger.min_segments
+        answers = _answers(idx)
+        assert idx.merge_keyword_segments() == 0  # few new rows, and the last merge is recent
+        merger.max_age_s = 0.05
+        time.sleep(0.06)
+        assert idx.merge_keyword_segments() > 0
+        assert segment_count(idx._db) == 1
+        assert _same(_answers(idx), answers)
+        _integrity_ok(idx)
+        assert idx.merge_keyword_segments() == 0  # one segment again
+    finally:
+        idx.close()
+
+
 def test_few_segments_are_left_alone(tmp_path: Path) -> None:
     idx = SqliteSearchIndex(tmp_path / "search.db")
     try:
