@@ -57,6 +57,10 @@ class FileRows:
         self.rows = rows
         self._row_bytes = dim * 4
         self._dim = dim
+        # The int8 copy of the rows (quantized_rows.py): "building", "failed" or the copy; and whether the pages
+        # mapped before it was ready have been released.
+        self.quantized: object = None
+        self.released = False
         weakref.finalize(self, os.close, fd)  # views hold it: closed when the last one goes
 
     @classmethod
@@ -73,6 +77,10 @@ class FileRows:
             return None
         return cls(fd, int(mapped.offset) + start, rows, mat.shape[1])
 
+    @property
+    def dim(self) -> int:
+        return self._dim
+
     def take(self, at: npt.NDArray[np.int64]) -> Vector:
         """Rows `at`, all below `rows`."""
         out = np.empty((len(at), self._dim), dtype=np.float32)
@@ -81,4 +89,12 @@ class FileRows:
         for j, i in enumerate(at.tolist()):
             if os.preadv(self._fd, [buf[j * size : (j + 1) * size]], self._offset + i * size) != size:
                 raise OSError(f"short read of row {i} from a vector snapshot")
+        return out
+
+    def block(self, start: int, count: int) -> Vector:
+        """Rows [start, start + count) in one read (a copy: nothing mapped)."""
+        out = np.empty((count, self._dim), dtype=np.float32)
+        size = count * self._row_bytes
+        if os.preadv(self._fd, [out.data.cast("B")], self._offset + start * self._row_bytes) != size:
+            raise OSError(f"short read of rows {start}-{start + count} from a vector snapshot")
         return out

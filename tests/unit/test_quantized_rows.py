@@ -1,0 +1,114 @@
+"""A shortlist larger than pread serves (a query into 100 collections of a 1M scope: 5,000 rows) is narrowed on an
+int8 copy of the snapshot file's rows, so the file stays out of the resident set (it grew ~100 MB a query through
+the mapping, to 1.7 GB), and the rows returned and their exact scores are those of the exact rescoring."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxstore.adapters.local import quantized_rows, vector_cache
+from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
+from ctxstore.adapters.local.quantized_rows import QuantizedRows
+from ctxstore.adapters.local.vector_cache import ScopeView
+from tests.unit.test_ann_lane import _resident_kb
+
+ROWS, DIM = 24_000, 384
+Vectors = npt.NDArray[np.float32]
+
+
+def _unit_rows(seed: int, n: int) -> Vectors:
+    rows = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _mapped(tmp_path: Path, rows: Vectors) -> Vectors:
+    path = tmp_path / "scope-1.mat.npy"
+    np.save(path, rows)
+    return np.asarray(np.load(path, mmap_mode="c"))  # as a vector snapshot is mapped (vector_snapshot.py)
+
+
+def test_the_int8_copy_read_in_blocks_scores_within_a_hundredth_of_the_exact_product(tmp_path: Path) -> None:
+    rows = _unit_rows(1, 5_000)
+    reader = FileRows.of(_mapped(tmp_path, rows), len(rows))
+    assert reader is not None
+    copy = QuantizedRows.build(reader, block_rows=1_234)  # blocks that do not divide the rows
+    assert copy.codes.shape == rows.shape and copy.codes.dtype == np.int8
+    queries = _unit_rows(2, 20)
+    at = np.arange(0, len(rows), 3)
+    for q in queries:
+        assert np.abs(copy.scores(at, q) - rows[at] @ q).max() < 0.01
+
+
+def _view(mat: Vectors, n: int) -> ScopeView:
+    return ScopeView(
+        mat=mat,
+        ids=np.arange(1, n + 1, dtype=np.int64),
+        coll=np.zeros(n, dtype=np.int32),
+        alive=np.ones(n, dtype=np.bool_),
+        codes=None,
+        center=None,
+        file_rows=FileRows.of(mat, n),
+    )
+
+
+def test_a_large_shortlist_is_narrowed_on_the_copy_leaves_the_file_unmapped_and_answers_exactly(
+    tmp_path: Path,
+) -> None:
+    rows = _unit_rows(3, ROWS)
+    view = _view(_mapped(tmp_path, rows), ROWS)
+    reader = view.file_rows
+    assert reader is not None
+    rng = np.random.default_rng(4)
+    k = 28  # a `fast` query's 10 results
+
+    def check(q: Vectors) -> None:
+        shortlist = np.sort(rng.choice(ROWS, 5_000, replace=False)).astype(np.int64)
+        assert shortlist.size > PREAD_MAX_ROWS
+        ids, scores = vector_cache._rescored(view, q, shortlist, k)
+        exact = rows[shortlist] @ q
+        best = shortlist[np.argsort(-exact)[:k]]
+        assert list(ids) == list(best + 1)
+        assert np.allclose(scores, np.sort(exact)[::-1][:k], atol=1e-5)
+
+    queries = _unit_rows(5, 40)
+    check(queries[0])  # the first large shortlist: answered through the mapping while the copy is built
+    deadline = time.monotonic() + 30
+    while not isinstance(reader.quantized, QuantizedRows) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(reader.quantized, QuantizedRows)
+    check(queries[1])  # the copy answers, and the pages mapped before it are released
+    before = _resident_kb("scope-1.mat.npy")
+    for q in queries[2:]:
+        check(q)
+    grown = _resident_kb("scope-1.mat.npy") - before
+    assert grown < 512, grown  # through the mapping, 38 shortlists of 5,000 map most of the 37 MB file
+
+
+def test_without_the_copy_the_same_shortlists_map_the_file(tmp_path: Path) -> None:
+    """The measure above means something: the mapping path grows the resident set by most of the file."""
+    rows = _unit_rows(6, ROWS)
+    view = _view(_mapped(tmp_path, rows), ROWS)
+    assert view.file_rows is not None
+    view.file_rows.quantized = "failed"  # as when the copy could not be built: the mapping serves
+    rng = np.random.default_rng(7)
+    before = _resident_kb("scope-1.mat.npy")
+    for q in _unit_rows(8, 20):
+        vector_cache._rescored(view, q, np.sort(rng.choice(ROWS, 5_000, replace=False)).astype(np.int64), 28)
+    assert _resident_kb("scope-1.mat.npy") - before > 8_192
+
+
+def test_rows_added_since_the_file_are_kept_beside_the_narrowed_ones() -> None:
+    rows = _unit_rows(9, 3_000)
+    copy = QuantizedRows(codes=np.zeros((2_000, DIM), dtype=np.int8), scale=np.ones(DIM, dtype=np.float32))
+    positions = np.arange(3_000, dtype=np.int64)
+
+    class Ready:  # a reader whose copy is built and whose pages were released
+        quantized, released, rows = copy, True, 2_000
+
+    kept = quantized_rows.narrowed(Ready(), rows, rows[0], positions, 10)  # type: ignore[arg-type]
+    assert kept.size == quantized_rows.KEEP_MIN + 1_000
+    assert set(range(2_000, 3_000)) <= set(kept.tolist())
