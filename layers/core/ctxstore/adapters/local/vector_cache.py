@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
-from ctxstore.adapters.local.quantized_rows import narrowed
+from ctxstore.adapters.local.quantized_rows import BUILDING, narrowed
 from ctxstore.adapters.local.row_positions import positions
 
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
@@ -476,7 +476,8 @@ def _rescored(
     if reader is not None and rows.size > PREAD_MAX_ROWS:
         rows = narrowed(reader, view.mat, query, rows, k)
     in_file = rows < reader.rows if reader is not None else None
-    if reader is None or in_file is None or not 0 < int(np.count_nonzero(in_file)) <= PREAD_MAX_ROWS:
+    most = rows.size if reader is not None and reader.quantized == BUILDING else PREAD_MAX_ROWS  # slow, not mapped
+    if reader is None or in_file is None or not 0 < int(np.count_nonzero(in_file)) <= most:
         return _top(view.ids[rows], _scores(view.mat[rows], query), k)
     if in_file.all():
         gathered = reader.take(rows)
