@@ -74,6 +74,7 @@ def test_a_large_shortlist_is_narrowed_on_the_copy_leaves_the_file_unmapped_and_
         return build(reader, block_rows)
 
     monkeypatch.setattr(QuantizedRows, "build", held_build)
+    monkeypatch.setattr(quantized_rows, "MIN_ROWS", 10_000)  # the path of 1M-row files, on a 37 MB one
 
     def check(q: Vectors) -> None:
         shortlist = np.sort(rng.choice(ROWS, 5_000, replace=False)).astype(np.int64)
@@ -101,11 +102,12 @@ def test_a_large_shortlist_is_narrowed_on_the_copy_leaves_the_file_unmapped_and_
     assert grown < 512, grown  # through the mapping, 20 shortlists of 5,000 map more than 8 MB of this file
 
 
-def test_without_the_copy_the_same_shortlists_map_the_file(tmp_path: Path) -> None:
+def test_without_the_copy_the_same_shortlists_map_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The measure above means something: the mapping path grows the resident set by most of the file."""
     rows = _unit_rows(6, ROWS)
     view = _view(_mapped(tmp_path, rows), ROWS)
     assert view.file_rows is not None
+    monkeypatch.setattr(quantized_rows, "MIN_ROWS", 10_000)
     view.file_rows.quantized = "failed"  # as when the copy could not be built: the mapping serves
     rng = np.random.default_rng(7)
     before = _resident_kb("scope-1.mat.npy")
@@ -114,7 +116,8 @@ def test_without_the_copy_the_same_shortlists_map_the_file(tmp_path: Path) -> No
     assert _resident_kb("scope-1.mat.npy") - before > 8_192
 
 
-def test_rows_added_since_the_file_are_kept_beside_the_narrowed_ones() -> None:
+def test_rows_added_since_the_file_are_kept_beside_the_narrowed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(quantized_rows, "MIN_ROWS", 1_000)
     rows = _unit_rows(9, 3_000)
     copy = QuantizedRows(codes=np.zeros((2_000, DIM), dtype=np.int8), scale=np.ones(DIM, dtype=np.float32))
     positions = np.arange(3_000, dtype=np.int64)
@@ -125,3 +128,12 @@ def test_rows_added_since_the_file_are_kept_beside_the_narrowed_ones() -> None:
     kept = quantized_rows.narrowed(Ready(), rows, rows[0], positions, 10)  # type: ignore[arg-type]
     assert kept.size == quantized_rows.KEEP_MIN + 1_000
     assert set(range(2_000, 3_000)) <= set(kept.tolist())
+
+
+def test_files_under_the_size_keep_the_mapping_and_build_no_copy(tmp_path: Path) -> None:
+    rows = _unit_rows(10, ROWS)
+    view = _view(_mapped(tmp_path, rows), ROWS)
+    assert view.file_rows is not None and ROWS < quantized_rows.MIN_ROWS
+    shortlist = np.arange(0, ROWS, 4, dtype=np.int64)
+    ids, _ = vector_cache._rescored(view, rows[8], shortlist, 28)
+    assert ids[0] == 9 and view.file_rows.quantized is None  # row 8, id 9
