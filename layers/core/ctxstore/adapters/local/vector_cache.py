@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
+from ctxstore.adapters.local.candidate_memo import CandidateMemo
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 from ctxstore.adapters.local.quantized_rows import BUILDING, narrowed
 from ctxstore.adapters.local.row_positions import positions
@@ -65,6 +66,7 @@ LARGE_SHARE = 8  # collections with 1/8 of a scope's rows or more: a mask by com
 # neighbours at a smaller breadth: at 1M, recall@100 0.987 at 208 (1.7 ms), the fewest candidates the lane asks
 # for at limit 100, where a first pass's query has 0.976 (bench/retrieval/ann_1m.py feedback, ann_index.py).
 NARROW_BREADTH = 208
+_CANDIDATES = CandidateMemo()
 
 
 def _scores(mat: Vector, query: Vector) -> Vector:
@@ -436,13 +438,13 @@ def nearest(
             if view.pending_from < n:  # written since the index was last fed (ann_feeder.py)
                 proposed = np.concatenate([proposed, view.pending_from + np.flatnonzero(mask[view.pending_from :])])
             return _rescored(view, query, proposed, k)
-    candidates = np.flatnonzero(mask)
+    candidates = _CANDIDATES.rows(mask)  # the feedback search's mask is the first search's
     short = shortlist_size(candidates.size, k, shortlist_min)
     if view.codes is not None and view.center is not None and candidates.size >= max(approx_min_rows, 2 * short):
         query_code = sign_codes(query.reshape(1, -1), view.center)
         far = view.codes.shape[0] * 64 + 1  # past any real distance: rows the filters exclude
         if candidates.size * 4 <= n:  # a few collections of a large scope: only their rows' codes
-            dist = hamming(view.codes[:, candidates], query_code)
+            dist = hamming(_CANDIDATES.codes(mask, view.codes, candidates), query_code)
         else:
             dist = hamming(view.codes, query_code)
             if candidates.size < n:
