@@ -13,9 +13,11 @@ import numpy.typing as npt
 import pytest
 
 from ctxstore.adapters.local import quantized_rows, vector_cache
+from ctxstore.adapters.local import sqlite_search_index as ssi
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 from ctxstore.adapters.local.quantized_rows import QuantizedRows
 from ctxstore.adapters.local.vector_cache import ScopeView
+from ctxstore.ports.search_index import ChunkDoc, SearchFilter
 from tests.unit.test_ann_lane import _resident_kb
 
 ROWS, DIM = 24_000, 384
@@ -137,3 +139,63 @@ def test_files_under_the_size_keep_the_mapping_and_build_no_copy(tmp_path: Path)
     shortlist = np.arange(0, ROWS, 4, dtype=np.int64)
     ids, _ = vector_cache._rescored(view, rows[8], shortlist, 28)
     assert ids[0] == 9 and view.file_rows.quantized is None  # row 8, id 9
+
+
+def test_deletes_and_re_ingests_are_seen_by_the_next_search_narrowed_on_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the index: a scope mapped from its snapshot, searched into a third of its collections with
+    shortlists past what pread serves, answers from the int8 path, and a delete, a new item and a re-ingested one
+    are seen by the very next search (issue 28 goal 5 on the path of 100 collections of a 1M scope)."""
+    monkeypatch.setattr(vector_cache, "PREAD_MAX_ROWS", 50)
+    monkeypatch.setattr(quantized_rows, "MIN_ROWS", 100)
+    monkeypatch.setattr(quantized_rows, "KEEP_MIN", 16)
+    narrowings: list[int] = []
+    narrowed = quantized_rows.narrowed
+
+    def counted(*args: object, **kwargs: object) -> npt.NDArray[np.int64]:
+        out = narrowed(*args, **kwargs)  # type: ignore[arg-type]
+        narrowings.append(int(out.size))
+        return out
+
+    monkeypatch.setattr(vector_cache, "narrowed", counted)
+    dim, n = 16, 3_000
+    vecs = np.random.default_rng(11).standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+
+    def doc(item: str, i: int, vec: Vectors) -> ChunkDoc:
+        return ChunkDoc(f"{item}#0", item, "db", f"col{i % 30}", "knowledge", f"text {item}", vec)
+
+    opts = {"approx_min_rows": 100, "shortlist_min": 300}
+    writer = ssi.SqliteSearchIndex(tmp_path / "search.db", **opts)  # type: ignore[arg-type]
+    writer.ensure_database("org", "db")
+    writer.upsert("org", [doc(f"i{i}", i, vecs[i]) for i in range(n)])
+    flt = SearchFilter(database="db", collections=[f"col{c}" for c in range(10)], store="knowledge")
+    writer.vector_search("org", flt, vecs[0], limit=10)  # the scope cached, so the close saves its snapshot
+    writer.close()
+
+    index = ssi.SqliteSearchIndex(tmp_path / "search.db", **opts)  # type: ignore[arg-type]
+    index.vector_search("org", flt, vecs[0], limit=10)  # starts the copy's build
+    scope = index._scope(("org", "db", "knowledge"))
+    assert scope is not None and scope.file_rows is not None and scope.file_rows.rows == n
+    deadline = time.monotonic() + 30
+    while not isinstance(scope.file_rows.quantized, QuantizedRows) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(scope.file_rows.quantized, QuantizedRows)
+
+    def top(query: Vectors) -> list[str]:
+        return [h.item_id for h in index.vector_search("org", flt, query, limit=10)]
+
+    narrowings.clear()
+    assert top(vecs[30])[0] == "i30"  # in col0: a row of the file, found through the copy
+    assert narrowings and 0 < narrowings[-1] < 300  # the shortlist was narrowed, not rescored whole
+    index.delete_item("org", "db", "col0", "knowledge", "i30")
+    assert "i30" not in top(vecs[30])
+    fresh = vecs[31] + 0.01 * vecs[32]
+    index.upsert("org", [doc("new", 0, (fresh / np.linalg.norm(fresh)).astype(np.float32))])
+    assert top(vecs[31])[:2] in (["i31", "new"], ["new", "i31"])
+    index.upsert("org", [doc("i60", 60, vecs[35])])  # re-ingested with another text: its old row goes
+    assert top(vecs[35])[:2] in (["i35", "i60"], ["i60", "i35"])
+    assert "i60" not in top(vecs[60])[:1]
+    assert len(narrowings) >= 5
+    index.close()
