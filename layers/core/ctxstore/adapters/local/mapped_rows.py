@@ -29,6 +29,12 @@ def _mapping(mat: Vector) -> np.memmap | None:
     return base if isinstance(base, np.memmap) else None
 
 
+def mapped_file(mat: Vector) -> str | None:
+    """The path of the file `mat` maps (it may have been unlinked since), or None."""
+    mapped = _mapping(mat)
+    return None if mapped is None or mapped.filename is None else str(mapped.filename)
+
+
 def release_pages(mat: Vector, rows: int) -> bool:
     """Drop the pages of a mapped matrix's first `rows` rows (those read from its file) from this process's
     resident set; they stay in the page cache and come back on the next read. Answers whether it was mapped.
@@ -80,6 +86,15 @@ class FileRows:
     @property
     def dim(self) -> int:
         return self._dim
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def offset(self) -> int:
+        """Where row 0 starts in the file."""
+        return self._offset
 
     def take(self, at: npt.NDArray[np.int64]) -> Vector:
         """Rows `at`, all below `rows`."""

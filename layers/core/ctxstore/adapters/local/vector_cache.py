@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.candidate_memo import CandidateMemo
+from ctxstore.adapters.local.grown_mapping import grown
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 from ctxstore.adapters.local.quantized_rows import BUILDING, narrowed
 from ctxstore.adapters.local.row_positions import positions
@@ -209,8 +210,13 @@ class VectorScope:
         if self.n + need <= cap:
             return
         new_cap = max(cap * 2, self.n + need)
-        mat = np.zeros((new_cap, self.dim), dtype=np.float32)
-        mat[: self.n] = self.mat[: self.n]
+        # Mapped from a snapshot: into a new file beside it, not a copy in memory (grown_mapping.py).
+        grew = grown(self.mat, self.file_rows, self.n, new_cap) if self.file_rows is not None else None
+        if grew is not None:
+            mat, reader = grew
+        else:
+            mat, reader = np.zeros((new_cap, self.dim), dtype=np.float32), None
+            mat[: self.n] = self.mat[: self.n]
         ids = np.zeros(new_cap, dtype=np.int64)
         ids[: self.n] = self.ids[: self.n]
         coll = np.zeros(new_cap, dtype=np.int32)
@@ -218,7 +224,7 @@ class VectorScope:
         alive = np.zeros(new_cap, dtype=np.bool_)
         alive[: self.n] = self.alive[: self.n]
         self.mat, self.ids, self.coll, self.alive = mat, ids, coll, alive
-        self.file_rows = None
+        self.file_rows = reader
 
     def _check_ascending(self, rowids: npt.NDArray[np.int64]) -> None:
         last = self.ids[self.n - 1] if self.n else np.iinfo(np.int64).min

@@ -1,0 +1,156 @@
+"""A scope mapped from its snapshot that outgrows the snapshot's spare rows moves into a new file beside it, mapped
+as the snapshot was, instead of a copy of its matrix in memory (1.5 GB at 1M rows, issue 28 goal 3); its answers
+are unchanged, its int8 copy still serves, and nothing is left on disk."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from ctxstore.adapters.local import grown_mapping, vector_cache
+from ctxstore.adapters.local import sqlite_search_index as ssi
+from ctxstore.adapters.local.mapped_rows import mapped_file
+from ctxstore.adapters.local.quantized_rows import QuantizedRows
+from ctxstore.adapters.local.vector_cache import VectorScope
+from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+
+KEY = ("org", "db", "knowledge")
+ALL = SearchFilter(database="db", collections=[], store="knowledge")
+Vectors = npt.NDArray[np.float32]
+
+
+def _unit(seed: int, n: int, dim: int) -> Vectors:
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _docs(vecs: Vectors, start: int) -> list[ChunkDoc]:
+    return [
+        ChunkDoc(f"c{i}#0", f"c{i}", "db", f"col{i % 3}", "knowledge", f"text {i}", vecs[i - start])
+        for i in range(start, start + len(vecs))
+    ]
+
+
+def _answers(index: ssi.SqliteSearchIndex, queries: Vectors) -> list[list[tuple[str, float]]]:
+    return [[(h.chunk_id, round(h.score, 5)) for h in index.vector_search("org", ALL, q, limit=30)] for q in queries]
+
+
+def test_a_scope_past_its_snapshots_spare_rows_stays_mapped_and_answers_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "search.db"
+    vecs = _unit(1, 4_000, 8)
+    index = ssi.SqliteSearchIndex(path)
+    index.ensure_database("org", "db")
+    index.upsert("org", _docs(vecs[:300], 0))
+    index.vector_search("org", ALL, vecs[0], limit=5)
+    index.close()  # saved: 300 rows and 1,024 spare
+
+    index = ssi.SqliteSearchIndex(path)
+    queries = _unit(2, 6, 8)
+    index.vector_search("org", ALL, queries[0], limit=5)  # mapped from the snapshot
+    snapshot_file = mapped_file(index._vectors[KEY].mat)
+    assert snapshot_file is not None
+    for start in range(300, 4_000, 500):  # past the spare rows, then past the grown file's room too
+        index.upsert("org", _docs(vecs[start : start + 500], start))
+        scope = index._vectors[KEY]
+        assert mapped_file(scope.mat) is not None, "the matrix was copied into memory"
+        assert scope.file_rows is not None
+    assert mapped_file(index._vectors[KEY].mat) != snapshot_file
+    got = _answers(index, queries)
+    assert not list(path.parent.glob("search.db.vectors/" + grown_mapping.PREFIX + "*"))  # unlinked once mapped
+    index.close()
+
+    fresh = ssi.SqliteSearchIndex(path)  # the same rows read again (the snapshot the close saved)
+    assert _answers(fresh, queries) == got
+    assert all(len(hits) == 30 for hits in got)
+    fresh.close()
+
+
+def _mapped_scope(tmp_path: Path, rows: Vectors, room: int) -> VectorScope:
+    n, dim = rows.shape
+    file = tmp_path / "scope.mat.npy"
+    np.save(file, np.concatenate([rows, np.zeros((room - n, dim), dtype=np.float32)]))
+    mat = np.asarray(np.load(file, mmap_mode="c"))
+    return VectorScope(
+        generation=1,
+        dim=dim,
+        mat=mat,
+        ids=np.concatenate([np.arange(1, n + 1, dtype=np.int64), np.zeros(room - n, dtype=np.int64)]),
+        coll=np.zeros(room, dtype=np.int32),
+        alive=np.concatenate([np.ones(n, dtype=np.bool_), np.zeros(room - n, dtype=np.bool_)]),
+        n=n,
+        coll_codes={"col": 0},
+    )
+
+
+def _rss_anon_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+def test_growing_adds_no_copy_of_the_matrix_to_memory_and_keeps_the_int8_copy(tmp_path: Path) -> None:
+    rows = _unit(3, 40_000, 384)  # 61 MB of matrix
+    scope = _mapped_scope(tmp_path, rows, 40_010)
+    reader = scope.file_rows
+    assert reader is not None
+    copy = QuantizedRows.build(reader)
+    reader.quantized = copy
+    extra = _unit(4, 20, 384)
+    scope.add([(40_001 + i, "col", extra[i]) for i in range(10)])  # into the spare rows (private pages)
+    assert scope.file_rows is reader
+    before = _rss_anon_kb()
+    scope.add([(40_011 + i, "col", extra[10 + i]) for i in range(10)])  # past them: a grow
+    assert _rss_anon_kb() - before < 16_384  # the matrix copied into memory would be 61 MB
+    assert mapped_file(scope.mat) is not None and scope.file_rows is not None
+    assert scope.file_rows.quantized is copy and scope.file_rows.rows == 40_010
+    shortlist = np.arange(0, 40_020, 7, dtype=np.int64)
+    shortlist = np.union1d(shortlist, np.arange(40_000, 40_020))
+    view = scope.view(approximate=False)
+    everything = np.concatenate([rows, extra])
+    for q in (everything[40_015], everything[12_345], _unit(5, 1, 384)[0]):
+        ids, scores = vector_cache._rescored(view, q, shortlist, 10)
+        exact = everything[shortlist] @ q
+        assert list(ids) == list(shortlist[np.argsort(-exact)[:10]] + 1)
+        assert np.allclose(scores, np.sort(exact)[::-1][:10], atol=1e-5)
+
+
+def test_without_copy_file_range_the_rows_are_copied_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(os, "copy_file_range", raising=False)
+    monkeypatch.setattr(grown_mapping, "COPY_BLOCK_ROWS", 333)  # blocks that do not divide the rows
+    rows = _unit(6, 2_000, 16)
+    scope = _mapped_scope(tmp_path, rows, 2_005)
+    extra = _unit(7, 9, 16)
+    scope.add([(2_001 + i, "col", extra[i]) for i in range(9)])
+    assert mapped_file(scope.mat) is not None
+    assert np.array_equal(scope.mat[: scope.n], np.concatenate([rows, extra]))
+
+
+def test_with_no_file_to_grow_into_the_matrix_is_copied_into_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    rows = _unit(8, 500, 16)
+    scope = _mapped_scope(tmp_path, rows, 501)
+    extra = _unit(9, 3, 16)
+    scope.add([(501 + i, "col", extra[i]) for i in range(3)])
+    assert mapped_file(scope.mat) is None and scope.file_rows is None
+    assert np.array_equal(scope.mat[: scope.n], np.concatenate([rows, extra]))
+
+
+def test_a_file_a_crash_left_while_growing_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    path = tmp_path / "search.db"
+    folder = path.parent / "search.db.vectors"
+    folder.mkdir()
+    left = folder / (grown_mapping.PREFIX + "abc.mat.npy")
+    left.write_bytes(b"\0" * 4096)
+    ssi.SqliteSearchIndex(path).close()
+    assert not left.exists()
