@@ -154,3 +154,25 @@ def test_a_file_a_crash_left_while_growing_is_removed_at_the_next_start(tmp_path
     left.write_bytes(b"\0" * 4096)
     ssi.SqliteSearchIndex(path).close()
     assert not left.exists()
+
+
+def test_a_compaction_writes_the_live_rows_into_a_new_file_not_into_memory(tmp_path: Path) -> None:
+    rows = _unit(10, 40_000, 384)
+    scope = _mapped_scope(tmp_path, rows, 40_100)
+    extra = _unit(11, 50, 384)
+    scope.add([(40_001 + i, "col", extra[i]) for i in range(50)])  # rows past the file, in private pages
+    everything = np.concatenate([rows, extra])
+    gone = np.random.default_rng(12).choice(40_050, 12_000, replace=False) + 1  # rowids; a quarter and more
+    before = _rss_anon_kb()
+    scope.remove(gone.tolist())
+    assert _rss_anon_kb() - before < 16_384  # the live rows copied into memory would be 43 MB
+    kept_ids = np.setdiff1d(np.arange(1, 40_051), gone)
+    assert scope.dead == 0 and scope.n == kept_ids.size  # compacted
+    assert mapped_file(scope.mat) is not None and scope.file_rows is not None
+    assert np.array_equal(scope.ids[: scope.n], kept_ids)
+    assert np.array_equal(scope.mat[: scope.n], everything[kept_ids - 1])
+    assert np.array_equal(scope.file_rows.take(np.arange(0, scope.n, 97)), everything[kept_ids[::97] - 1])
+    more = _unit(13, 5, 384)  # and it grows again from there
+    scope.add([(50_001 + i, "col", more[i]) for i in range(5)])
+    assert mapped_file(scope.mat) is not None
+    assert np.array_equal(scope.mat[scope.n - 5 : scope.n], more)

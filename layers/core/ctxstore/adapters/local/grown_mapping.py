@@ -1,4 +1,4 @@
-"""Room for more rows in a scope mapped from its snapshot, without copying its matrix into memory.
+"""Room for more rows, or a compaction, in a scope mapped from its snapshot without copying its matrix into memory.
 
 A snapshot's file has spare rows (vector_snapshot.spare_rows: a tenth of the scope) that rows written after a
 start fill in place. The first row past them copied the whole matrix into anonymous memory (1.5 GB at 1M rows):
@@ -6,7 +6,8 @@ a server that took a tenth more of a 1M scope without a restart ended past 2 GB 
 its int8 copy (quantized_rows.py) was dropped. Instead the rows go into a new file with room for more, beside
 the snapshot, copied inside the kernel where it can (`copy_file_range`), and that file is mapped copy-on-write as
 the snapshot was. It is unlinked once mapped, and one a crash left before that is removed at the next start. Its
-first rows are the old file's, so the int8 copy still serves them.
+first rows are the old file's, so the int8 copy still serves them. A compaction (a quarter of the rows deleted)
+likewise writes the live rows into a new file, by pread in blocks, instead of a copy in memory.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -34,39 +36,68 @@ def grown(mat: Vector, reader: FileRows, n: int, capacity: int) -> tuple[Vector,
     """`mat`'s first `n` rows (the first `reader.rows` of them in `reader`'s file) in a new copy-on-write mapping
     of `capacity` rows, and a reader of its file; None when no such file could be made (a full disk: the caller
     copies into memory as before)."""
+
+    def fill(fd: int, at: int) -> None:
+        _copy_rows(reader, fd, at)
+        _write(fd, at + reader.rows * reader.dim * 4, mat[reader.rows : n])  # rows added since the file
+
+    out = _mapped(mat, n, capacity, fill)
+    if out is not None and isinstance(reader.quantized, QuantizedRows):
+        out[1].quantized = reader.quantized  # the same first rows: it answers for them, the rest are read whole
+    return out
+
+
+def compacted(mat: Vector, reader: FileRows, keep: npt.NDArray[np.intp]) -> tuple[Vector, FileRows] | None:
+    """Rows `keep` (ascending) of `mat` in a new copy-on-write mapping, for a compaction: the file's rows read in
+    blocks by pread (nothing mapped), those added since from memory. None as for `grown`."""
+
+    def fill(fd: int, at: int) -> None:
+        row_bytes = reader.dim * 4
+        done = 0
+        for first in range(0, reader.rows, COPY_BLOCK_ROWS):
+            last = min(first + COPY_BLOCK_ROWS, reader.rows)
+            lo, hi = (int(x) for x in np.searchsorted(keep, [first, last]))
+            if hi > lo:
+                _write(fd, at + done * row_bytes, reader.block(first, last - first)[keep[lo:hi] - first])
+                done += hi - lo
+        _write(fd, at + done * row_bytes, mat[keep[done:]])
+
+    return _mapped(mat, len(keep), len(keep), fill)
+
+
+def _mapped(mat: Vector, n: int, capacity: int, fill: Callable[[int, int], None]) -> tuple[Vector, FileRows] | None:
+    """A new file beside `mat`'s of `capacity` rows, its first `n` written by `fill(fd, offset of row 0)`, mapped
+    copy-on-write and unlinked; with a reader of those rows."""
     path = mapped_file(mat)
     if path is None:
         return None
-    folder = Path(path).parent
     dim = mat.shape[1]
-    row_bytes = dim * 4
     try:
-        fd, name = tempfile.mkstemp(prefix=PREFIX, suffix=".mat.npy", dir=folder)
+        fd, name = tempfile.mkstemp(prefix=PREFIX, suffix=".mat.npy", dir=Path(path).parent)
     except OSError as exc:
-        log.warning("vector scope: no file to grow into beside its snapshot (%s); copying it into memory", exc)
+        log.warning("vector scope: no file to write beside its snapshot (%s); copying it into memory", exc)
         return None
     try:
-        header = {"descr": "<f4", "fortran_order": False, "shape": (capacity, dim)}
         with os.fdopen(os.dup(fd), "wb") as fh:
-            np.lib.format.write_array_header_1_0(fh, header)
+            np.lib.format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (capacity, dim)})
             start = fh.tell()
-        _copy_rows(reader, fd, start)
-        tail = np.ascontiguousarray(mat[reader.rows : n], dtype=np.float32)  # rows added since the file
-        if tail.size and os.pwrite(fd, tail.data, start + reader.rows * row_bytes) != tail.nbytes:
-            raise OSError("short write of a grown vector matrix")
-        os.ftruncate(fd, start + capacity * row_bytes)  # the room after: sparse zeros
+        fill(fd, start)
+        os.ftruncate(fd, start + capacity * dim * 4)  # the room after the rows: sparse zeros
         new = np.asarray(np.memmap(name, dtype=np.float32, mode="c", offset=start, shape=(capacity, dim)))
     except OSError as exc:
         os.close(fd)
-        log.warning("vector scope: could not grow beside its snapshot (%s); copying it into memory", exc)
+        log.warning("vector scope: could not write beside its snapshot (%s); copying it into memory", exc)
         return None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
-    out = FileRows(fd, start, n, dim)  # owns fd from here
-    if isinstance(reader.quantized, QuantizedRows):
-        out.quantized = reader.quantized  # the same first rows: it answers for them, the rest are read whole
-    return new, out
+    return new, FileRows(fd, start, n, dim)  # the reader owns fd
+
+
+def _write(fd: int, at: int, rows: Vector) -> None:
+    data = np.ascontiguousarray(rows, dtype=np.float32)
+    if data.size and os.pwrite(fd, data.data, at) != data.nbytes:
+        raise OSError("short write of a vector matrix")
 
 
 def remove_leftovers(folder: Path) -> None:
@@ -92,6 +123,4 @@ def _copy_rows(reader: FileRows, fd: int, at: int) -> None:
     first = done // (reader.dim * 4)
     done = first * reader.dim * 4
     for row in range(first, reader.rows, COPY_BLOCK_ROWS):
-        block = reader.block(row, min(COPY_BLOCK_ROWS, reader.rows - row))
-        if os.pwrite(fd, block.data, at + row * reader.dim * 4) != block.nbytes:
-            raise OSError("short write of a grown vector matrix")
+        _write(fd, at + row * reader.dim * 4, reader.block(row, min(COPY_BLOCK_ROWS, reader.rows - row)))

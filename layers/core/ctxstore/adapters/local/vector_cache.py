@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.candidate_memo import CandidateMemo
-from ctxstore.adapters.local.grown_mapping import grown
+from ctxstore.adapters.local.grown_mapping import compacted, grown
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 from ctxstore.adapters.local.quantized_rows import BUILDING, narrowed
 from ctxstore.adapters.local.row_positions import positions
@@ -265,9 +265,9 @@ class VectorScope:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self.n])
-        # Fresh arrays: readers holding the old ones keep a consistent view.
-        self.mat = self.mat[keep].copy()
-        self.file_rows = None
+        # Fresh arrays: readers holding the old ones keep a consistent view. Mapped: a new file (grown_mapping.py).
+        moved = compacted(self.mat, self.file_rows, keep) if self.file_rows is not None else None
+        self.mat, self.file_rows = moved if moved is not None else (self.mat[keep].copy(), None)
         self.ids = self.ids[keep].copy()
         self.coll = self.coll[keep].copy()
         self.alive = np.ones(len(keep), dtype=np.bool_)
