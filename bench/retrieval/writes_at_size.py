@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import sqlite3
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -94,14 +95,20 @@ def main() -> None:
     ap.add_argument("--probes", type=int, default=20)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--database", default=BIG_DB, help="of the big dir: `lat` for latency_1m.py's (one 1M scope)")
+    ap.add_argument("--server-code", type=Path, help="serve with the package of this checkout (a before run)")
     args = ap.parse_args()
     env = {"CTXSTORE_EXTRACTOR": "none"}
+    if args.server_code is not None:  # its package shadows this checkout's
+        env["PYTHONPATH"] = str(args.server_code / "layers" / "core")
     built = args.big / "build.json"  # small_scopes.py's dir; latency_1m.py's keeps its key in progress.json
     info = json.loads((built if built.exists() else args.big / "progress.json").read_text())
     res: dict[str, Any] = {
         "diagnostic": "big data dir grown by small_scopes.py or latency_1m.py (rows written straight into the index)",
         "big_dir": str(args.big),
         "database": args.database,
+        "server_code": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=args.server_code or REPO, capture_output=True, text=True
+        ).stdout.strip(),
     }
     with tempfile.TemporaryDirectory(dir=args.big.parent) as tmp, Api(Path(tmp) / "data", env=env) as api:
         api.create_db("w")
