@@ -12,12 +12,13 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ctxstore.adapters.local import grown_mapping, vector_cache
+from ctxstore.adapters.local import grown_mapping, vector_cache, vector_snapshot
 from ctxstore.adapters.local import sqlite_search_index as ssi
 from ctxstore.adapters.local.mapped_rows import mapped_file
 from ctxstore.adapters.local.quantized_rows import QuantizedRows
 from ctxstore.adapters.local.vector_cache import VectorScope
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
+from tests.unit.test_ann_lane import _resident_kb
 
 KEY = ("org", "db", "knowledge")
 ALL = SearchFilter(database="db", collections=[], store="knowledge")
@@ -180,3 +181,20 @@ def test_a_compaction_writes_the_live_rows_into_a_new_file_not_into_memory(
     scope.add([(50_001 + i, "col", more[i]) for i in range(5)])
     assert mapped_file(scope.mat) is not None
     assert np.array_equal(scope.mat[scope.n - 5 : scope.n], more)
+
+
+def test_a_save_of_a_mapped_scope_reads_its_file_without_mapping_it(tmp_path: Path) -> None:
+    """A periodic save read the matrix through the mapping, and left all of it resident (1.5 GB at 1M)."""
+    rows = _unit(14, 40_000, 384)
+    scope = _mapped_scope(tmp_path, rows, 40_100)
+    extra = _unit(15, 30, 384)
+    scope.add([(40_001 + i, "col", extra[i]) for i in range(30)])  # in the file's spare rows
+    scope.remove([5, 77, 40_003])
+    before = _resident_kb("scope.mat.npy")
+    vector_snapshot.save(tmp_path / "saved", KEY, scope)
+    assert _resident_kb("scope.mat.npy") - before < 2_048  # through the mapping: the whole 61 MB file
+    back = vector_snapshot.load(tmp_path / "saved", KEY)
+    assert back is not None and back.n == 40_027
+    live = np.setdiff1d(np.arange(1, 40_031), [5, 77, 40_003])
+    assert np.array_equal(back.ids[: back.n], live)
+    assert np.array_equal(back.mat[: back.n], np.concatenate([rows, extra])[live - 1])

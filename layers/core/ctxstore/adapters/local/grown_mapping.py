@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.adapters.local.mapped_rows import FileRows, mapped_file
+from ctxstore.adapters.local.mapped_rows import FileRows, gathered, mapped_file
 from ctxstore.adapters.local.quantized_rows import QuantizedRows
 
 log = logging.getLogger("ctxstore.search.vectors")
@@ -52,15 +52,9 @@ def compacted(mat: Vector, reader: FileRows, keep: npt.NDArray[np.intp]) -> tupl
     blocks by pread (nothing mapped), those added since from memory. None as for `grown`."""
 
     def fill(fd: int, at: int) -> None:
-        row_bytes = reader.dim * 4
-        done = 0
-        for first in range(0, reader.rows, COPY_BLOCK_ROWS):
-            last = min(first + COPY_BLOCK_ROWS, reader.rows)
-            lo, hi = (int(x) for x in np.searchsorted(keep, [first, last]))
-            if hi > lo:
-                _write(fd, at + done * row_bytes, reader.block(first, last - first)[keep[lo:hi] - first])
-                done += hi - lo
-        _write(fd, at + done * row_bytes, mat[keep[done:]])
+        for block in gathered(mat, reader, keep, COPY_BLOCK_ROWS):
+            _write(fd, at, block)
+            at += block.nbytes
 
     return _mapped(mat, len(keep), len(keep), fill)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -113,3 +114,20 @@ class FileRows:
         if os.preadv(self._fd, [out.data.cast("B")], self._offset + start * self._row_bytes) != size:
             raise OSError(f"short read of rows {start}-{start + count} from a vector snapshot")
         return out
+
+
+def gathered(mat: Vector, reader: FileRows | None, keep: npt.NDArray[np.intp], block_rows: int) -> Iterator[Vector]:
+    """Rows `keep` (ascending positions) of `mat`, in order and in blocks of at most `block_rows`: those in the
+    reader's file by pread of whole windows of the file (nothing mapped: a save or a compaction through the mapping
+    left the whole matrix resident), the others (added since the file, or all without a reader) from `mat`."""
+    done = 0
+    if reader is not None:
+        for first in range(0, reader.rows, block_rows):
+            last = min(first + block_rows, reader.rows)
+            lo, hi = (int(x) for x in np.searchsorted(keep, [first, last]))
+            if hi > lo:
+                yield reader.block(first, last - first)[keep[lo:hi] - first]
+                done = hi
+        done = int(np.searchsorted(keep, reader.rows))
+    for start in range(done, len(keep), block_rows):
+        yield np.ascontiguousarray(mat[keep[start : start + block_rows]])

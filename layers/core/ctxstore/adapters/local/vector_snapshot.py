@@ -25,6 +25,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local.mapped_rows import FileRows, gathered
 from ctxstore.adapters.local.vector_cache import VectorScope
 
 log = logging.getLogger("ctxstore.search.vectors")
@@ -69,6 +70,7 @@ class Capture:
     live: npt.NDArray[np.intp]
     names: list[str]
     codes: dict[str, npt.NDArray[Any]]
+    file_rows: FileRows | None = None  # reads `mat`'s first rows from the file it maps, without mapping them
 
 
 def capture(scope: VectorScope) -> Capture:
@@ -80,7 +82,7 @@ def capture(scope: VectorScope) -> Capture:
     codes: dict[str, npt.NDArray[Any]] = {}
     if scope.codes is not None and scope.center is not None and scope.coded >= scope.n:
         codes = {"codes": scope.codes, "center": scope.center, "centered_at": np.array(scope.centered_at)}
-    return Capture(scope.generation, scope.dim, scope.mat, scope.ids, scope.coll, live, names, codes)
+    return Capture(scope.generation, scope.dim, scope.mat, scope.ids, scope.coll, live, names, codes, scope.file_rows)
 
 
 def save(folder: Path, key: ScopeKey, scope: VectorScope) -> None:
@@ -93,7 +95,7 @@ def write(folder: Path, key: ScopeKey, cap: Capture) -> None:
     live = cap.live
     folder.mkdir(parents=True, exist_ok=True)
     stem, token = _stem(key), secrets.token_hex(8)
-    _write_matrix(folder / f"{stem}-{token}.mat.npy", cap.mat, live)
+    _write_matrix(folder / f"{stem}-{token}.mat.npy", cap.mat, live, cap.file_rows)
     arrays: dict[str, Any] = {
         "header": np.array([FORMAT, cap.generation, cap.dim], dtype=np.int64),
         "key": np.array(list(key), dtype=str),
@@ -122,17 +124,20 @@ def spare_rows(rows: int) -> int:
     return max(1024, rows // 10)
 
 
-def _write_matrix(path: Path, mat: npt.NDArray[np.float32], live: npt.NDArray[np.intp]) -> None:
+def _write_matrix(
+    path: Path, mat: npt.NDArray[np.float32], live: npt.NDArray[np.intp], reader: FileRows | None = None
+) -> None:
     """Written through the file, not a writable memory map: the map's dirty pages counted in the server's
-    resident memory until the end, the whole matrix more (1.5 GB at 1M: a first start peaked at 3.7 GB)."""
+    resident memory until the end, the whole matrix more (1.5 GB at 1M: a first start peaked at 3.7 GB). The rows
+    a mapped matrix holds in its file are read by pread: through the mapping, a periodic save left them resident."""
     rows, dim = len(live), mat.shape[1]
     shape = (rows + spare_rows(rows), dim)
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False, "shape": shape}
 
     def write(fh: IO[bytes]) -> None:
         np.lib.format.write_array_header_1_0(fh, header)
-        for start in range(0, rows, 8_192):  # in blocks of 12 MB (384 dims): no second copy of the matrix
-            fh.write(np.ascontiguousarray(mat[live[start : start + 8_192]], dtype=np.float32).data)
+        for block in gathered(mat, reader, live, 8_192):  # 12 MB at a time (384 dims): no second copy of the matrix
+            fh.write(np.ascontiguousarray(block, dtype=np.float32).data)
         fh.truncate(fh.tell() + (shape[0] - rows) * dim * 4)  # the spare rows: zeros, sparse on disk
 
     _write(path, write)
