@@ -127,7 +127,6 @@ def gathered(mat: Vector, reader: FileRows | None, keep: npt.NDArray[np.intp], b
             lo, hi = (int(x) for x in np.searchsorted(keep, [first, last]))
             if hi > lo:
                 yield reader.block(first, last - first)[keep[lo:hi] - first]
-                done = hi
         done = int(np.searchsorted(keep, reader.rows))
     for start in range(done, len(keep), block_rows):
         yield np.ascontiguousarray(mat[keep[start : start + block_rows]])

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxstore.adapters.local import grown_mapping, vector_loading, vector_snapshot
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
+from ctxstore.adapters.local import remapped_matrix, vector_loading, vector_snapshot
 from ctxstore.adapters.local.ann_keeper import AnnKeeper
 from ctxstore.adapters.local.hit_rows import HitRows
 from ctxstore.adapters.local.keyword_lane import KeywordLane, keyword_query
@@ -99,7 +99,7 @@ class SqliteSearchIndex:
     ) -> None:
         self._db = SqliteDb(path)
         self._snapshots = vector_snapshot.folder_for(path)
-        grown_mapping.remove_leftovers(self._snapshots)
+        remapped_matrix.remove_leftovers(self._snapshots)
         # Scopes this large shortlist rows by 1-bit codes and rescore them exactly (vector_cache.py).
         self._approx_min_rows = approx_min_rows
         self._shortlist_min = shortlist_min

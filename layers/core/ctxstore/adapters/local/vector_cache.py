@@ -29,9 +29,9 @@ import numpy.typing as npt
 
 from ctxstore.adapters.local.ann_candidates import ann_candidates
 from ctxstore.adapters.local.candidate_memo import CandidateMemo
-from ctxstore.adapters.local.grown_mapping import compacted, grown
 from ctxstore.adapters.local.mapped_rows import PREAD_MAX_ROWS, FileRows
 from ctxstore.adapters.local.quantized_rows import BUILDING, narrowed
+from ctxstore.adapters.local.remapped_matrix import compacted, grown
 from ctxstore.adapters.local.row_positions import positions
 
 if TYPE_CHECKING:  # usearch loads only where the HNSW index is on (ann_keeper.py)
@@ -210,7 +210,7 @@ class VectorScope:
         if self.n + need <= cap:
             return
         new_cap = max(cap * 2, self.n + need)
-        # Mapped from a snapshot: into a new file beside it, not a copy in memory (grown_mapping.py).
+        # Mapped from a snapshot: into a new file beside it, not a copy in memory (remapped_matrix.py).
         grew = grown(self.mat, self.file_rows, self.n, new_cap) if self.file_rows is not None else None
         if grew is not None:
             mat, reader = grew
@@ -265,7 +265,7 @@ class VectorScope:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self.n])
-        # Fresh arrays: readers holding the old ones keep a consistent view. Mapped: a new file (grown_mapping.py).
+        # Fresh arrays: readers holding the old ones keep a consistent view. Mapped: a new file (remapped_matrix.py).
         moved = compacted(self.mat, self.file_rows, keep) if self.file_rows is not None else None
         self.mat, self.file_rows = moved if moved is not None else (self.mat[keep].copy(), None)
         self.ids = self.ids[keep].copy()

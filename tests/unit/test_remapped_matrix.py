@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from ctxstore.adapters.local import grown_mapping, vector_cache, vector_snapshot
+from ctxstore.adapters.local import remapped_matrix, vector_cache, vector_snapshot
 from ctxstore.adapters.local import sqlite_search_index as ssi
 from ctxstore.adapters.local.mapped_rows import mapped_file
 from ctxstore.adapters.local.quantized_rows import QuantizedRows
@@ -62,7 +62,7 @@ def test_a_scope_past_its_snapshots_spare_rows_stays_mapped_and_answers_the_same
         assert scope.file_rows is not None
     assert mapped_file(index._vectors[KEY].mat) != snapshot_file
     got = _answers(index, queries)
-    assert not list(path.parent.glob("search.db.vectors/" + grown_mapping.PREFIX + "*"))  # unlinked once mapped
+    assert not list(path.parent.glob("search.db.vectors/" + remapped_matrix.PREFIX + "*"))  # unlinked once mapped
     index.close()
 
     fresh = ssi.SqliteSearchIndex(path)  # the same rows read again (the snapshot the close saved)
@@ -123,7 +123,7 @@ def test_growing_adds_no_copy_of_the_matrix_to_memory_and_keeps_the_int8_copy(tm
 
 def test_without_copy_file_range_the_rows_are_copied_in_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(os, "copy_file_range", raising=False)
-    monkeypatch.setattr(grown_mapping, "COPY_BLOCK_ROWS", 333)  # blocks that do not divide the rows
+    monkeypatch.setattr(remapped_matrix, "COPY_BLOCK_ROWS", 333)  # blocks that do not divide the rows
     rows = _unit(6, 2_000, 16)
     scope = _mapped_scope(tmp_path, rows, 2_005)
     extra = _unit(7, 9, 16)
@@ -151,7 +151,7 @@ def test_a_file_a_crash_left_while_growing_is_removed_at_the_next_start(tmp_path
     path = tmp_path / "search.db"
     folder = path.parent / "search.db.vectors"
     folder.mkdir()
-    left = folder / (grown_mapping.PREFIX + "abc.mat.npy")
+    left = folder / (remapped_matrix.PREFIX + "abc.mat.npy")
     left.write_bytes(b"\0" * 4096)
     ssi.SqliteSearchIndex(path).close()
     assert not left.exists()
@@ -161,7 +161,7 @@ def test_a_compaction_writes_the_live_rows_into_a_new_file_not_into_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Blocks of 3 MB: the allocator may keep a freed block's pages (18 MB of 48 MB blocks after other tests).
-    monkeypatch.setattr(grown_mapping, "COPY_BLOCK_ROWS", 2_048)
+    monkeypatch.setattr(remapped_matrix, "COPY_BLOCK_ROWS", 2_048)
     rows = _unit(10, 40_000, 384)
     scope = _mapped_scope(tmp_path, rows, 40_100)
     extra = _unit(11, 50, 384)

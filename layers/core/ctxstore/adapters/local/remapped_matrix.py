@@ -1,4 +1,4 @@
-"""Room for more rows, or a compaction, in a scope mapped from its snapshot without copying its matrix into memory.
+"""A mapped scope's matrix moved into a new mapped file when it outgrows its room or is compacted, not into memory.
 
 A snapshot's file has spare rows (vector_snapshot.spare_rows: a tenth of the scope) that rows written after a
 start fill in place. The first row past them copied the whole matrix into anonymous memory (1.5 GB at 1M rows):
@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +28,8 @@ from ctxstore.adapters.local.quantized_rows import QuantizedRows
 log = logging.getLogger("ctxstore.search.vectors")
 
 Vector = npt.NDArray[np.float32]
-PREFIX = ".grown-"
-COPY_BLOCK_ROWS = 32_768  # without copy_file_range: 48 MB a read at 384 dimensions
+PREFIX = ".remapped-"  # files being written; unlinked once mapped
+COPY_BLOCK_ROWS = 32_768  # rows read by pread at a time: 48 MB at 384 dimensions
 
 
 def grown(mat: Vector, reader: FileRows, n: int, capacity: int) -> tuple[Vector, FileRows] | None:
@@ -38,8 +38,8 @@ def grown(mat: Vector, reader: FileRows, n: int, capacity: int) -> tuple[Vector,
     copies into memory as before)."""
 
     def fill(fd: int, at: int) -> None:
-        _copy_rows(reader, fd, at)
-        _write(fd, at + reader.rows * reader.dim * 4, mat[reader.rows : n])  # rows added since the file
+        copied = _copy_in_kernel(reader, fd, at)  # whole rows; the rest, and those added since the file, by blocks
+        _write_blocks(fd, at + copied * reader.dim * 4, gathered(mat, reader, np.arange(copied, n), COPY_BLOCK_ROWS))
 
     out = _mapped(mat, n, capacity, fill)
     if out is not None and isinstance(reader.quantized, QuantizedRows):
@@ -52,9 +52,7 @@ def compacted(mat: Vector, reader: FileRows, keep: npt.NDArray[np.intp]) -> tupl
     blocks by pread (nothing mapped), those added since from memory. None as for `grown`."""
 
     def fill(fd: int, at: int) -> None:
-        for block in gathered(mat, reader, keep, COPY_BLOCK_ROWS):
-            _write(fd, at, block)
-            at += block.nbytes
+        _write_blocks(fd, at, gathered(mat, reader, keep, COPY_BLOCK_ROWS))
 
     return _mapped(mat, len(keep), len(keep), fill)
 
@@ -88,10 +86,13 @@ def _mapped(mat: Vector, n: int, capacity: int, fill: Callable[[int, int], None]
     return new, FileRows(fd, start, n, dim)  # the reader owns fd
 
 
-def _write(fd: int, at: int, rows: Vector) -> None:
-    data = np.ascontiguousarray(rows, dtype=np.float32)
-    if data.size and os.pwrite(fd, data.data, at) != data.nbytes:
-        raise OSError("short write of a vector matrix")
+def _write_blocks(fd: int, at: int, blocks: Iterable[Vector]) -> None:
+    """Consecutive blocks of rows into `fd` from offset `at`."""
+    for block in blocks:
+        data = np.ascontiguousarray(block, dtype=np.float32)
+        if data.size and os.pwrite(fd, data.data, at) != data.nbytes:
+            raise OSError("short write of a vector matrix")
+        at += data.nbytes
 
 
 def remove_leftovers(folder: Path) -> None:
@@ -101,20 +102,16 @@ def remove_leftovers(folder: Path) -> None:
             stale.unlink()
 
 
-def _copy_rows(reader: FileRows, fd: int, at: int) -> None:
-    """The reader's rows into `fd` at offset `at`: inside the kernel where it can, else in blocks."""
+def _copy_in_kernel(reader: FileRows, fd: int, at: int) -> int:
+    """Copies the reader's rows into `fd` at `at` with `copy_file_range` as far as it goes (not at all where it is
+    missing or refuses these files); answers how many whole rows are in place."""
     size = reader.rows * reader.dim * 4
     done = 0
     if hasattr(os, "copy_file_range"):
-        try:
+        with contextlib.suppress(OSError):
             while done < size:
                 step = os.copy_file_range(reader.fd, fd, size - done, reader.offset + done, at + done)
                 if step <= 0:
                     break
                 done += step
-        except OSError:  # not between these files (another filesystem on an old kernel): copy the rest by hand
-            pass
-    first = done // (reader.dim * 4)
-    done = first * reader.dim * 4
-    for row in range(first, reader.rows, COPY_BLOCK_ROWS):
-        _write(fd, at + row * reader.dim * 4, reader.block(row, min(COPY_BLOCK_ROWS, reader.rows - row)))
+    return done // (reader.dim * 4)
