@@ -4,6 +4,7 @@ writes, with the same graph as one job at a time, and a crash mid-batch healed b
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,6 +15,7 @@ import pytest
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.graph_keys import graph_name
 from ctxstore.domain.items import ItemRecord, ItemRef
+from ctxstore.pipeline import graph_batches
 from ctxstore.pipeline.graph_batches import GraphBatches
 from ctxstore.pipeline.jobs import GRAPH_QUEUE, ingest_pipeline, queue_specs
 from ctxstore.pipeline.local_runner import LocalRunner
@@ -155,4 +157,57 @@ def test_a_crash_mid_batch_reruns_the_unacknowledged_jobs_without_duplicates(app
     app.drain()
     assert {s for s, _ in _statuses(app, DB).values()} == {"completed"}
     assert _graph(app, DB) == clean
+    assert _statuses(app, DB) == _statuses(app, ONE_BY_ONE)
+
+
+class _PartsWatcher:
+    """The real graph service; the write of part k waits (up to 5 s) until the extraction of part k + 1 has begun,
+    and the first part's extraction until the second's has."""
+
+    def __init__(self, inner: Any, parts: int) -> None:
+        self.inner, self.parts = inner, parts
+        self.log: list[str] = []
+        self.begun = threading.Condition()
+        self.prepares = self.writes = 0
+
+    def prepare_many(self, org: str, items: Sequence[tuple[ItemRef, list[Chunk]]]) -> list[GraphRows]:
+        with self.begun:
+            self.prepares += 1
+            self.begun.notify_all()
+            # The first part's extraction ends only once the second's has begun: two parts are in flight.
+            ahead = self.prepares > 1 or self.begun.wait_for(lambda: self.prepares >= 2, timeout=5)
+            self.log.append(f"prepare {len(items)} ahead={ahead}")
+        return self.inner.prepare_many(org, items)  # type: ignore[no-any-return]
+
+    def write_many(self, org: str, items: Sequence[tuple[ItemRef, ItemRecord, GraphRows]]) -> list[int]:
+        with self.begun:
+            wanted = min(self.writes + 2, self.parts)
+            overlapped = self.begun.wait_for(lambda: self.prepares >= wanted, timeout=5)
+            self.writes += 1
+            self.log.append(f"write {len(items)} overlapped={overlapped}")
+        return self.inner.write_many(org, items)  # type: ignore[no-any-return]
+
+
+def test_a_large_batch_is_extracted_in_parts_while_the_part_before_is_written(
+    app: LocalApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extraction processes never wait on the graph writes: the next part is being extracted while a part is
+    written (2,000 SciFact abstracts: the processes busy 92 % of the graph tail, ~85 % one part at a time)."""
+    monkeypatch.setattr(graph_batches, "PART_ITEMS", 2)
+    app.create_ready_database(ONE_BY_ONE)
+    _ingest(app, ONE_BY_ONE)
+    _one_by_one(app).drain()
+    _ingest(app, DB)
+    specs = queue_specs(app.services)
+    LocalRunner(app.container.queue, [s for s in specs if s.name != GRAPH_QUEUE]).drain()  # searchable only
+    jobs = app.container.queue.claim(GRAPH_QUEUE, lease_s=60, limit=32)
+    assert len(jobs) == len(TEXTS) == 6
+    watcher = _PartsWatcher(app.services.graphs, parts=3)
+    assert GraphBatches(ingest_pipeline(app.services), app.services.items, watcher).handle(jobs) == [None] * 6
+    for job in jobs:
+        app.container.queue.complete(job)
+    # Parts of 2, two in flight: the extraction of the part after a part had begun before that part was written.
+    assert sorted(watcher.log[:2]) == ["prepare 2 ahead=True"] * 2
+    assert [entry for entry in watcher.log if entry.startswith("write")] == ["write 2 overlapped=True"] * 3
+    assert _graph(app, DB) == _graph(app, ONE_BY_ONE)
     assert _statuses(app, DB) == _statuses(app, ONE_BY_ONE)

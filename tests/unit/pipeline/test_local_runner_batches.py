@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.adapters.local.sqlite_queue import SqliteWorkQueue
+from ctxstore.pipeline import local_runner
 from ctxstore.pipeline.local_runner import LocalRunner, QueueSpec
 from ctxstore.pipeline.retry_policy import RetryPolicy, TransientError
 from ctxstore.ports.work_queue import Job
@@ -135,3 +137,37 @@ def test_a_background_queue_with_a_batch_handler_takes_its_batch_once_the_foregr
     # The index job first; then the graph jobs three at a time, the one that asked for a retry again.
     assert order == [["i0"], ["g0", "g1", "g2"], ["g3", "g4", "g1"]]
     assert q.pending("graph") == 0
+
+
+def test_a_background_batch_claimed_while_foreground_work_runs_is_short(tmp_path: Path) -> None:
+    """While another worker indexes, a graph batch takes `batch_while_busy` jobs (it holds a worker the index may
+    want back in a moment); once the foreground has been quiet for FOREGROUND_QUIET_S, the whole `batch`."""
+    q = _queue(tmp_path)
+    sizes: list[int] = []
+    indexing = threading.Event()
+    release = threading.Event()
+
+    def index(job: Job) -> None:
+        indexing.set()
+        assert release.wait(10)
+
+    def graph(jobs: Sequence[Job]) -> list[BaseException | None]:
+        sizes.append(len(jobs))
+        return [None] * len(jobs)
+
+    fg = QueueSpec("index", index)
+    bg = QueueSpec("graph", _single, background=True, max_running=1, batch_handler=graph, batch=8, batch_while_busy=2)
+    for i in range(20):
+        q.enqueue("o", "graph", f"g{i}", {})
+    q.enqueue("o", "index", "i0", {})
+    runner = LocalRunner(q, [fg, bg], threads=2)
+    busy = threading.Thread(target=runner.run_once)
+    busy.start()
+    assert indexing.wait(10)
+    assert runner.run_once() == 2  # the index job is running on the other worker
+    release.set()
+    busy.join(10)
+    assert runner.run_once() == 2  # it ended a moment ago
+    time.sleep(local_runner.FOREGROUND_QUIET_S + 0.1)
+    assert runner.run_once() == 8
+    assert sizes == [2, 2, 8] and q.pending("graph") == 8

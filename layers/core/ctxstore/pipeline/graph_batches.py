@@ -1,9 +1,9 @@
 """Graph jobs that one local worker claimed together (the runner's batch handler for the graph queue).
 
-The items' chunks go to the extractor in one call (spaCy's `pipe` over the whole batch, one hop to the
-extraction process), outside any lock: extraction reads only the chunks indexed for that version. Then,
-under the items' locks, the graph is written with a few round trips per scope for them all and the
-statuses move to completed in one write. A replaced, deleted or finished item is skipped. A job not
+The items' chunks go to the extractor in parts of PART_ITEMS items (one call a part, spaCy batching its texts),
+outside any lock: extraction reads only the chunks indexed for that version. Then, under a part's locks, its graph
+is written with a few round trips per scope and its statuses move to completed in one write, while the next part
+is being extracted. A replaced, deleted or finished item is skipped. A job not
 acknowledged (a crash mid-batch) runs again, and rewrites the same graph: every graph write is keyed by
 ids. A batch that fails is run job by job, so only the bad item fails.
 """
@@ -11,7 +11,9 @@ ids. A batch that fails is run job by job, so only the bad item fails.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from ctxstore.domain.chunking import Chunk
@@ -26,6 +28,10 @@ from ctxstore.services.items.locks import STEP_WAIT_SECONDS
 from ctxstore.services.items.service import ItemService, StatusChange, StatusExtra
 
 log = logging.getLogger("ctxstore.ingest")
+# A batch is extracted in parts, two in flight: while one part's graph is written, the extraction processes work
+# on the next, so they wait neither for the graph writes nor for each other's last slice at the end of a part.
+PART_ITEMS = 64
+PARTS_IN_FLIGHT = 2
 
 
 class GraphSteps(Protocol):
@@ -68,20 +74,39 @@ class GraphBatches:
                 todo.append((ref, version, self._p.indexed_chunks(org, ref)))
         if not todo:
             return
+        parts = [todo[i : i + PART_ITEMS] for i in range(0, len(todo), PART_ITEMS)]
         with step("graph"):
-            prepared = self._graphs.prepare_many(org, [(ref, chunks) for ref, _, chunks in todo])
-            with self._items.lock_many(org, [ref for ref, _, _ in todo], wait_s=STEP_WAIT_SECONDS):
-                live = [
-                    (ref, version, record, rows)
-                    for (ref, version, _), rows in zip(todo, prepared, strict=True)
-                    if (record := self._p.current(org, ref, version)) is not None
-                ]
-                counts = self._graphs.write_many(org, [(ref, rec, rows) for ref, _, rec, rows in live])
-                changes = [
-                    StatusChange(ref, version, COMPLETED, StatusExtra(relations_created=n))
-                    for (ref, version, _, _), n in zip(live, counts, strict=True)
-                ]
-                self._items.set_statuses(org, changes)
+            if len(parts) == 1:
+                self._write(org, todo, self._prepare(org, todo))
+                return
+            ahead = ThreadPoolExecutor(PARTS_IN_FLIGHT, thread_name_prefix="graph-prepare")
+            try:
+                pending = deque(ahead.submit(self._prepare, org, part) for part in parts[:PARTS_IN_FLIGHT])
+                for k, part in enumerate(parts):
+                    prepared = pending.popleft().result()
+                    if k + PARTS_IN_FLIGHT < len(parts):
+                        pending.append(ahead.submit(self._prepare, org, parts[k + PARTS_IN_FLIGHT]))
+                    self._write(org, part, prepared)
+            finally:
+                ahead.shutdown(wait=True, cancel_futures=True)
+
+    def _prepare(self, org: str, part: Sequence[tuple[ItemRef, str, list[Chunk]]]) -> list[GraphRows]:
+        return self._graphs.prepare_many(org, [(ref, chunks) for ref, _, chunks in part])
+
+    def _write(self, org: str, part: Sequence[tuple[ItemRef, str, list[Chunk]]], prepared: list[GraphRows]) -> None:
+        """Under the items' locks: the graph of those still at this version, and their status completed."""
+        with self._items.lock_many(org, [ref for ref, _, _ in part], wait_s=STEP_WAIT_SECONDS):
+            live = [
+                (ref, version, record, rows)
+                for (ref, version, _), rows in zip(part, prepared, strict=True)
+                if (record := self._p.current(org, ref, version)) is not None
+            ]
+            counts = self._graphs.write_many(org, [(ref, rec, rows) for ref, _, rec, rows in live])
+            changes = [
+                StatusChange(ref, version, COMPLETED, StatusExtra(relations_created=n))
+                for (ref, version, _, _), n in zip(live, counts, strict=True)
+            ]
+            self._items.set_statuses(org, changes)
 
     def _one(self, job: Job) -> JobError:
         try:

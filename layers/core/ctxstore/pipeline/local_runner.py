@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,6 +23,7 @@ FailureHook = Callable[[Job, str], None]
 Outcome = Literal["done", "retry", "failed"]
 MAX_STORAGE_BACKOFF_S = 5.0
 RELEASED = "released at shutdown: its worker did not finish it in time"
+FOREGROUND_QUIET_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class QueueSpec:
     # so the other workers get their share) and the handler shares writes between them.
     batch_handler: BatchHandler | None = None
     batch: int = 1
+    # A background batch claimed while foreground work runs, or within FOREGROUND_QUIET_S of it, takes at most this
+    # many jobs (0: `batch`): it holds a worker the foreground queues may need again in a moment.
+    batch_while_busy: int = 0
 
 
 class LocalRunner:
@@ -66,6 +71,8 @@ class LocalRunner:
         self._unrecorded_lock = threading.Lock()
         self._running: dict[str, int] = {}
         self._running_lock = threading.Lock()
+        self._foreground_busy = 0  # workers in foreground work now (under _running_lock)
+        self._foreground_at = float("-inf")  # when foreground work last ended (monotonic)
         # Jobs claimed and not yet settled, by worker thread: what a stop releases if their worker is still busy.
         self._claimed: dict[int, list[Job]] = {}
         self._released: set[tuple[str, str, str]] = set()
@@ -105,6 +112,13 @@ class LocalRunner:
     def run_once(self) -> int:
         """Claim and run at most one job per queue; returns how many ran (tests drive this directly)."""
         self._flush_unrecorded()
+        ran = self._run_foreground()
+        for spec in self._specs:
+            if spec.background and not ran and not (self._stop.is_set() and self._workers):
+                ran += self._run_background(spec)
+        return ran
+
+    def _run_foreground(self) -> int:
         ran = 0
         for spec in self._specs:
             if spec.background:
@@ -115,12 +129,22 @@ class LocalRunner:
             if self._stop.is_set() and self._workers:
                 break  # draining: claim nothing more
             for job in self._claim(spec, 1):
-                self._run(spec, job)
+                with self._foreground():
+                    self._run(spec, job)
                 ran += 1
-        for spec in self._specs:
-            if spec.background and not ran and not (self._stop.is_set() and self._workers):
-                ran += self._run_background(spec)
         return ran
+
+    @contextlib.contextmanager
+    def _foreground(self) -> Iterator[None]:
+        """Marks a worker busy with foreground jobs (what sizes a background batch claimed meanwhile)."""
+        with self._running_lock:
+            self._foreground_busy += 1
+        try:
+            yield
+        finally:
+            with self._running_lock:
+                self._foreground_busy -= 1
+                self._foreground_at = time.monotonic()
 
     def _claim(self, spec: QueueSpec, limit: int) -> list[Job]:
         jobs = self._queue.claim(spec.name, lease_s=spec.lease_s, limit=limit)
@@ -146,11 +170,13 @@ class LocalRunner:
             if spec.max_running and running >= spec.max_running:
                 return 0
             self._running[spec.name] = running + 1
+            busy = self._foreground_busy > 0 or time.monotonic() - self._foreground_at < FOREGROUND_QUIET_S
         try:
             if spec.batch_handler is not None and spec.batch > 1:
                 # No even split here: the background lane has its own threads, and its batch shares the
                 # handler's fixed costs (an extraction call, the graph writes) between many jobs.
-                jobs = self._claim(spec, spec.batch)
+                limit = min(spec.batch, spec.batch_while_busy) if busy and spec.batch_while_busy else spec.batch
+                jobs = self._claim(spec, limit)
                 if jobs:
                     self._settle_batch(spec, jobs)
                 return len(jobs)
@@ -217,7 +243,8 @@ class LocalRunner:
         jobs = self._claim(spec, max(1, min(spec.batch, share)))
         if not jobs:
             return 0
-        self._settle_batch(spec, jobs)
+        with self._foreground():
+            self._settle_batch(spec, jobs)
         return len(jobs)
 
     def _settle_batch(self, spec: QueueSpec, jobs: list[Job]) -> None:

