@@ -76,7 +76,7 @@ class GraphBatches:
             return
         parts = [todo[i : i + PART_ITEMS] for i in range(0, len(todo), PART_ITEMS)]
         with step("graph"):
-            if len(parts) == 1:
+            if len(parts) == 1:  # the short batches claimed while indexing: nothing to overlap, no thread
                 self._write(org, todo, self._prepare(org, todo))
                 return
             ahead = ThreadPoolExecutor(PARTS_IN_FLIGHT, thread_name_prefix="graph-prepare")
