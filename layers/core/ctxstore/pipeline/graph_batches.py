@@ -32,6 +32,7 @@ log = logging.getLogger("ctxstore.ingest")
 # on the next, so they wait neither for the graph writes nor for each other's last slice at the end of a part.
 PART_ITEMS = 64
 PARTS_IN_FLIGHT = 2
+_Todo = tuple[ItemRef, str, list[Chunk]]  # an item, the version its job is for, the chunks indexed for it
 
 
 class GraphSteps(Protocol):
@@ -67,34 +68,38 @@ class GraphBatches:
 
     def run(self, org: str, items: Sequence[tuple[ItemRef, str]]) -> None:
         """The graph step of these (item, version) of one org, then completed."""
-        todo: list[tuple[ItemRef, str, list[Chunk]]] = []
-        for ref, version in items:
-            record = self._p.current(org, ref, version)
-            if record is not None and record["status"] not in TERMINAL:
-                todo.append((ref, version, self._p.indexed_chunks(org, ref)))
-        if not todo:
-            return
-        parts = [todo[i : i + PART_ITEMS] for i in range(0, len(todo), PART_ITEMS)]
+        parts = [items[i : i + PART_ITEMS] for i in range(0, len(items), PART_ITEMS)]
         with step("graph"):
             if len(parts) == 1:  # the short batches claimed while indexing: nothing to overlap, no thread
-                self._write(org, todo, self._prepare(org, todo))
+                self._write(org, *self._prepare(org, items))
                 return
             ahead = ThreadPoolExecutor(PARTS_IN_FLIGHT, thread_name_prefix="graph-prepare")
             try:
                 pending = deque(ahead.submit(self._prepare, org, part) for part in parts[:PARTS_IN_FLIGHT])
-                for k, part in enumerate(parts):
-                    prepared = pending.popleft().result()
+                for k in range(len(parts)):
+                    todo, prepared = pending.popleft().result()
                     if k + PARTS_IN_FLIGHT < len(parts):
                         pending.append(ahead.submit(self._prepare, org, parts[k + PARTS_IN_FLIGHT]))
-                    self._write(org, part, prepared)
+                    self._write(org, todo, prepared)
             finally:
                 ahead.shutdown(wait=True, cancel_futures=True)
 
-    def _prepare(self, org: str, part: Sequence[tuple[ItemRef, str, list[Chunk]]]) -> list[GraphRows]:
-        return self._graphs.prepare_many(org, [(ref, chunks) for ref, _, chunks in part])
+    def _prepare(self, org: str, part: Sequence[tuple[ItemRef, str]]) -> tuple[list[_Todo], list[GraphRows]]:
+        """A part's items still to do, with their indexed chunks, and their graph rows. Read part by part, so the
+        extraction processes get a batch's first part without waiting for every item of the batch to be read."""
+        todo: list[_Todo] = []
+        for ref, version in part:
+            record = self._p.current(org, ref, version)
+            if record is not None and record["status"] not in TERMINAL:
+                todo.append((ref, version, self._p.indexed_chunks(org, ref)))
+        if not todo:
+            return todo, []
+        return todo, self._graphs.prepare_many(org, [(ref, chunks) for ref, _, chunks in todo])
 
-    def _write(self, org: str, part: Sequence[tuple[ItemRef, str, list[Chunk]]], prepared: list[GraphRows]) -> None:
+    def _write(self, org: str, part: Sequence[_Todo], prepared: list[GraphRows]) -> None:
         """Under the items' locks: the graph of those still at this version, and their status completed."""
+        if not part:
+            return
         with self._items.lock_many(org, [ref for ref, _, _ in part], wait_s=STEP_WAIT_SECONDS):
             live = [
                 (ref, version, record, rows)

@@ -184,6 +184,17 @@ def _verb_phrase(verb: Any, prep: Any | None, noun: Any | None) -> tuple[str, st
     return raw.strip(), " ".join(lemma_parts)
 
 
+def _within(doc_ents: list[Any], sent: Any) -> list[Any]:
+    """`sent.ents` from the doc's entities read once: those from the sentence's start on, up to the first past it."""
+    out = []
+    for ent in doc_ents:
+        if ent.start >= sent.start:
+            if ent.end > sent.end:
+                break
+            out.append(ent)
+    return out
+
+
 def _conjuncts(tok: Any) -> list[Any]:
     return [tok, *tok.conjuncts]
 
@@ -218,9 +229,11 @@ class SpacyExtractor:
     def extract_doc(self, doc: Any) -> Extraction:
         entities: dict[str, ExtractedEntity] = {}
         relations: list[ExtractedRelation] = []
+        doc_ents = list(doc.ents)  # `sent.ents` builds every entity of the doc again on each call
         for sent in doc.sents:
+            sent_ents = _within(doc_ents, sent)
             by_root: dict[int, str] = {}
-            for ent in sent.ents:
+            for ent in sent_ents:
                 etype = ENTITY_TYPES.get(ent.label_)
                 if etype is None:
                     continue
@@ -249,7 +262,7 @@ class SpacyExtractor:
                     by_root[i] = key
             if len(set(by_root.values())) < 2:
                 continue
-            temporal = self._temporal(sent)
+            temporal = self._temporal(sent_ents)
             seen: set[tuple[str, str, str]] = set()
             for rel in self._relations(sent, by_root):
                 src, tgt, raw, lemma, conf, verb = rel
@@ -270,10 +283,10 @@ class SpacyExtractor:
         return Extraction(entities=list(entities.values()), relations=relations)
 
     @staticmethod
-    def _temporal(sent: Any) -> dict[int, str]:
+    def _temporal(sent_ents: list[Any]) -> dict[int, str]:
         """Dates and times of a sentence by the verb they modify (-1: the sentence's first one)."""
         out: dict[int, str] = {}
-        for ent in sent.ents:
+        for ent in sent_ents:
             if ent.label_ not in TEMPORAL:
                 continue
             head = ent.root.head

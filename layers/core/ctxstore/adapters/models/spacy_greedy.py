@@ -17,9 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ctxstore.adapters.models import spacy_entity_decoder as ed
+from ctxstore.adapters.models.spacy_step_scores import StepScores
+
 if TYPE_CHECKING:  # spaCy takes seconds to import: spacy_extractor.py imports it only when a model is needed
     from spacy.language import Language
     from spacy.tokens import Doc
+
+
+_entity_moves_of: dict[int, tuple[Any, Any]] = {}
 
 
 def annotate(nlp: Language, texts: Iterable[str], batch_size: int = 64) -> list[Doc]:
@@ -37,11 +43,15 @@ def annotate(nlp: Language, texts: Iterable[str], batch_size: int = 64) -> list[
 
 
 def _annotate_batch(nlp: Language, texts: list[str]) -> list[Doc]:
+    from spacy.pipeline.ner import EntityRecognizer  # type: ignore[import-not-found]
     from spacy.pipeline.transition_parser import Parser  # type: ignore[import-not-found]  # (Cython, no stubs)
 
     docs = [nlp.make_doc(t) for t in texts]
     for _, proc in nlp.pipeline:  # the enabled components, in order
-        if isinstance(proc, Parser):
+        if isinstance(proc, EntityRecognizer) and not ed.has_preset_entities(docs):
+            by_length = sorted(docs, key=len)
+            ed.set_entities(by_length, ed.decode_entities(proc, by_length, _entity_moves(proc)))
+        elif isinstance(proc, Parser):
             by_length = sorted(docs, key=len)
             proc.set_annotations(by_length, decode(proc, by_length))
         elif hasattr(proc, "pipe"):
@@ -51,17 +61,24 @@ def _annotate_batch(nlp: Language, texts: list[str]) -> list[Doc]:
     return docs
 
 
+def _entity_moves(ner: Any) -> Any:
+    """The recogniser's action tables, made once per loaded component (a Cython class: no attributes of ours)."""
+    held = _entity_moves_of.get(id(ner))
+    if held is None or held[0] is not ner:
+        held = _entity_moves_of[id(ner)] = (ner, ed.moves_of(ner))
+    return held[1]
+
+
 def decode(parser: Any, docs: list[Doc]) -> list[Any]:
     """The parse states `parser.predict(docs)` returns with a beam width of 1, decoded with the GIL held."""
     batch: list[Any] = parser.moves.init_batch(docs)
     if not any(len(doc) for doc in docs):
         return batch
-    parser._ensure_labels_are_added(docs)  # as greedy_parse does first
-    steps = parser.model.predict(docs)  # the docs' features once; a step scores the states' next actions
+    ed.ensure_labels(parser, docs, "DEP")  # as greedy_parse does first
+    scores = StepScores(parser, docs)  # the docs' features once; a step scores the states' next actions
     states = [s for s in batch if not s.is_final()]
     while states:
-        states = step(parser, states, steps.predict(states))
-    steps.clear_memory()
+        states = step(parser, states, scores.of_states(states))
     return batch
 
 

@@ -19,6 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 Floats = npt.NDArray[np.float32]
+# Rows of a maxout product per block: 1.2 MB of pieces at 96 x 3 outputs, this machine's L2. Blocks of 1,024 took
+# 15.4 ms where one product over the 17,000 rows of 64 SciFact abstracts took 20.7 (256: 16.8, 4,096: 14.9).
+ROWS_PER_BLOCK = 1024
 
 
 def prepare(nlp: Any) -> int:
@@ -52,15 +55,25 @@ def _maxout_forward(model: Any) -> Callable[[Any, Any, bool], tuple[Any, Any]]:
     def forward(m: Any, x: Any, is_train: bool) -> tuple[Any, Any]:
         if is_train:
             return thinc_maxout.forward(m, x, is_train)
-        # The product thinc's numpy ops take, in thinc's column order: the same BLAS blocking, the same sums.
-        y = x @ weights.T
-        y += bias
         if pieces == 1:
-            return y, _no_backprop
-        by_unit = y.reshape(len(y), n_out, pieces)
-        best = np.maximum(by_unit[:, :, 0], by_unit[:, :, 1])
-        for p in range(2, pieces):
-            np.maximum(best, by_unit[:, :, p], out=best)
+            return x @ weights.T + bias, _no_backprop
+        # In blocks of about ROWS_PER_BLOCK rows, none small (a one-row product would go to gemv): each block's
+        # pieces are still in cache when their max is taken, and the buffer is reused instead of a fresh array
+        # of every row's pieces (~20 MB at a batch of 64 abstracts, zeroed by the kernel page by page).
+        n = len(x)
+        bounds = np.linspace(0, n, max(1, round(n / ROWS_PER_BLOCK)) + 1).astype(np.int64)
+        best = np.empty((n, n_out), dtype=np.float32)
+        buffer = np.empty((int(np.diff(bounds).max(initial=0)), n_out * pieces), dtype=np.float32)
+        for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            # The product thinc's numpy ops take, in thinc's column order: the same BLAS blocking, the same sums.
+            y = buffer[: end - start]
+            np.matmul(x[start:end], weights.T, out=y)
+            y += bias
+            by_unit = y.reshape(end - start, n_out, pieces)
+            out = best[start:end]
+            np.maximum(by_unit[:, :, 0], by_unit[:, :, 1], out=out)
+            for p in range(2, pieces):
+                np.maximum(out, by_unit[:, :, p], out=out)
         return best, _no_backprop
 
     return forward
