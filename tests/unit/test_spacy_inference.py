@@ -3,6 +3,7 @@ BLAS with maxout by np.maximum (spacy_inference_layers.py), and batches sliced b
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -114,7 +115,10 @@ def test_step_scores_are_spacys_step_models_scores_at_every_step(unseen: tuple[i
 
 def test_every_layer_multiplies_through_numpy_and_maxout_gives_thincs_values_bit_for_bit() -> None:
     """The parser's and recogniser's output layers were left on thinc's BLIS (its generic kernel here); every maxout
-    layer (10 in the pipeline) now takes the max over its pieces with np.maximum, with thinc's outputs exactly."""
+    layer (10 in the pipeline) takes the max over its pieces with np.maximum, in row blocks, every LayerNorm (10)
+    takes the deviations once, and the hash embeddings (10) sum their rows with numpy: thinc's outputs exactly."""
+    from thinc.api import NumpyOps
+    from thinc.layers import layernorm as thinc_layernorm
     from thinc.layers import maxout as thinc_maxout
 
     nlp = spacy_extractor.load_pipeline()
@@ -122,13 +126,34 @@ def test_every_layer_multiplies_through_numpy_and_maxout_gives_thincs_values_bit
     assert not [node.name for node in layers if getattr(node.ops, "use_blis", False)]
     maxouts = [node for node in layers if node.name == "maxout"]
     assert len(maxouts) == 10 and all(node._func is not thinc_maxout.forward for node in maxouts)
+    norms = [node for node in layers if node.name == "layernorm"]
+    assert len(norms) == 10 and all(node._func is not thinc_layernorm.forward for node in norms)
     assert spacy_inference_layers.prepare(nlp) == 0  # a second call rewrites nothing
     rng = np.random.default_rng(7)
-    for node in maxouts:
-        x = rng.standard_normal((300, node.get_dim("nI"))).astype(np.float32)
+    for rows in (300, 1, 2_600):  # one block; a single row; three blocks (each the product thinc takes of it)
+        blocks = np.linspace(0, rows, max(1, round(rows / spacy_inference_layers.ROWS_PER_BLOCK)) + 1).astype(int)
+        assert len(blocks) == (4 if rows > 2_000 else 2)
+        for node in maxouts:
+            x = rng.standard_normal((rows, node.get_dim("nI"))).astype(np.float32)
+            ours, _ = node._func(node, x, False)
+            theirs = np.concatenate(
+                [thinc_maxout.forward(node, x[a:b], False)[0] for a, b in itertools.pairwise(blocks)]
+            )
+            assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+    for node in norms:
+        x = (rng.standard_normal((500, node.get_dim("nI"))) * 30).astype(np.float32)
         ours, _ = node._func(node, x, False)
-        theirs, _ = thinc_maxout.forward(node, x, False)
+        theirs, _ = thinc_layernorm.forward(node, x, False)
         assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs)
+    embeddings = [node for node in layers if node.name.startswith("hashembed")]
+    assert len(embeddings) == 10
+    for node in embeddings:
+        table = node.get_param("E")
+        keys = rng.integers(0, len(table), (700, 4)).astype(np.uint32)
+        ours = node.ops.gather_add(table, keys)
+        assert np.array_equal(ours, NumpyOps(use_blis=False).gather_add(table, keys))
+        with pytest.raises(IndexError):
+            node.ops.gather_add(table, keys + len(table))
     first = maxouts[0]
     x = rng.standard_normal((3, first.get_dim("nI"))).astype(np.float32)
     with pytest.raises(RuntimeError, match="inference"):

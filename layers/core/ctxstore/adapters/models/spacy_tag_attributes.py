@@ -65,6 +65,7 @@ class _Predicate:
                 self.negate = op == "NOT_IN"
         else:
             raise ValueError(f"attribute ruler: unsupported pattern {key}: {spec!r}")
+        self.accepted = frozenset(int(v) for v in self.values)
 
     @property
     def words(self) -> set[int] | None:
@@ -81,11 +82,12 @@ class _Predicate:
         hit = np.isin(col, self.values)
         return ~hit if self.negate else hit
 
-    def holds(self, doc: Doc, cols: Ids, i: int) -> bool:
-        value = cols[i, self.column]
+    def holds(self, doc: Doc, row: list[int]) -> bool:
+        """Whether one token (its row of the doc's columns, as Python ints) meets the predicate."""
+        value = row[self.column]
         if self.regex is not None:
-            return self.regex.search(doc.vocab.strings[int(value)]) is not None
-        return bool(value in self.values) != self.negate
+            return self.regex.search(doc.vocab.strings[value]) is not None
+        return (value in self.accepted) != self.negate
 
 
 class _Exception:
@@ -98,7 +100,7 @@ class _Exception:
         # Most rules name a word: their matches can only start where that word is (offset, accepted LOWERs).
         self.anchors = [_anchor(p) for p in self.patterns]
 
-    def targets(self, doc: Doc, cols: Ids, at_word: dict[int, list[int]]) -> list[int]:
+    def targets(self, doc: Doc, cols: Ids, rows: list[Any], at_word: dict[int, list[int]]) -> list[int]:
         """The tokens this rule sets, in the order the ruler sets them (by match start)."""
         n = len(doc)
         found: list[tuple[int, int]] = []
@@ -119,7 +121,7 @@ class _Exception:
                     s
                     for s in near
                     if 0 <= s <= n - size
-                    and all(p.holds(doc, cols, s + j) for j, predicates in enumerate(pattern) for p in predicates)
+                    and all(p.holds(doc, rows[s + j]) for j, predicates in enumerate(pattern) for p in predicates)
                 ]
             at = self.index if self.index >= 0 else size + self.index
             found += [(s, s + at) for s in starts]
@@ -175,13 +177,14 @@ class TagAttributes:
         # Read once, before any exception is written, as the ruler's Matcher reads the doc (the tag rules set
         # only POS and morphology, which no exception reads).
         cols = doc.to_array([LOWER, TAG, DEP, IS_SPACE]).astype(np.uint64)
+        token_rows = cols.tolist()
         at_word: dict[int, list[int]] = {}
-        for i, word in enumerate(cols[:, 0].tolist()):
-            at_word.setdefault(word, []).append(i)
+        for i, row in enumerate(token_rows):
+            at_word.setdefault(row[0], []).append(i)
         candidates = set(self._anywhere).union(*(self._by_word.get(w, ()) for w in at_word))
         for index in sorted(candidates):  # in rule order: a later match overwrites an earlier one
             rule = self._exceptions[index]
-            for i in rule.targets(doc, cols, at_word):
+            for i in rule.targets(doc, cols, token_rows, at_word):
                 set_token_attrs(doc[i], rule.attrs)
         return doc
 
