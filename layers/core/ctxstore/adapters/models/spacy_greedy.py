@@ -64,7 +64,7 @@ def _annotate_batch(nlp: Language, texts: list[str]) -> list[Doc]:
 def _entity_moves(ner: Any) -> Any:
     """The recogniser's action tables, made once per loaded component (a Cython class: no attributes of ours)."""
     held = _entity_moves_of.get(id(ner))
-    if held is None or held[0] is not ner:
+    if held is None or held[0] is not ner or held[1].kind.size != ner.moves.n_moves:  # (labels added: resized)
         held = _entity_moves_of[id(ner)] = (ner, ed.moves_of(ner))
     return held[1]
 
