@@ -1,4 +1,5 @@
-"""Runs the spaCy pipeline with its parser and entity recogniser decoded step by step from Python.
+"""Runs the spaCy pipeline with its parser decoded step by step from Python (the entity recogniser: its own
+array decoding, spacy_entity_decoder.py, unless entities are preset; then this one).
 
 spaCy 3.8's wheels compile the parse state's `B()` and `S()` (they index C++ vectors with `.at()`) so that every
 call takes and releases the GIL. Its greedy decoder (`Parser.greedy_parse`) runs in C *without* the GIL, so each
@@ -8,6 +9,7 @@ their mutexes were ~35 % of `ner`. The same decoding driven from Python, one ste
 SciFact abstracts, one thread, batches of 64 (docs/benchmarks.md, seventh pass): `ner` 12.6 -> 6.9 and the parser
 4.2 -> 2.8 CPU-ms an abstract, every token's annotations the same (tests/unit/test_graph_extraction.py).
 
+Both get their labels checked first as spaCy does (`ensure_labels`, without reading docs that carry none).
 A Python step costs ~0.1 ms whatever the batch holds, so the texts of a batch are decoded together, sorted by
 length (states that end together leave no short tail of steps); spaCy's own `pipe` cuts a batch in four.
 """
@@ -50,6 +52,7 @@ def _annotate_batch(nlp: Language, texts: list[str]) -> list[Doc]:
     for _, proc in nlp.pipeline:  # the enabled components, in order
         if isinstance(proc, EntityRecognizer) and not ed.has_preset_entities(docs):
             by_length = sorted(docs, key=len)
+            ensure_labels(proc, by_length, "ENT_IOB")
             ed.set_entities(by_length, ed.decode_entities(proc, by_length, _entity_moves(proc)))
         elif isinstance(proc, Parser):
             by_length = sorted(docs, key=len)
@@ -74,12 +77,20 @@ def decode(parser: Any, docs: list[Doc]) -> list[Any]:
     batch: list[Any] = parser.moves.init_batch(docs)
     if not any(len(doc) for doc in docs):
         return batch
-    ed.ensure_labels(parser, docs, "DEP")  # as greedy_parse does first
+    ensure_labels(parser, docs, "DEP")  # as greedy_parse does first
     scores = StepScores(parser, docs)  # the docs' features once; a step scores the states' next actions
     states = [s for s in batch if not s.is_final()]
     while states:
         states = step(parser, states, scores.of_states(states))
     return batch
+
+
+def ensure_labels(component: Any, docs: list[Doc], attr: str) -> None:
+    """The component's `_ensure_labels_are_added(docs)`, as spaCy calls it before decoding, without reading every
+    token of docs that carry no labels yet (0.4 CPU-ms an abstract each for the parser and `ner`): those add only
+    the system's built-in labels, which one of them stands for."""
+    labelled = [doc for doc in docs if len(doc) and doc.has_annotation(attr)]
+    component._ensure_labels_are_added(labelled or docs[:1])
 
 
 def step(parser: Any, states: list[Any], scores: Any) -> list[Any]:
