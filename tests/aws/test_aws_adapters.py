@@ -7,6 +7,7 @@ import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -140,3 +141,38 @@ def test_scope_purges_query_the_scopes_index_instead_of_scanning(
     assert store.count("o2", "item", f"db{sep}c1{sep}knowledge") == 1
     assert store.count("o", "graph_payload", f"db{sep}c1{sep}knowledge") == 1  # another kind: its own purge
     assert store.get("o", "database", "", "db") is not None
+
+
+def test_batch_reads_ask_again_for_the_keys_dynamodb_left_unprocessed(
+    world: MotoWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BatchGetItem may answer part of a call and return the rest as UnprocessedKeys (throttling, 16 MB):
+    the store asks again for those, and never sends more than 100 keys or a key twice in one call."""
+    from ctxstore.adapters.aws import dynamodb_records
+    from ctxstore.adapters.aws.dynamodb_records import DynamoDbRecordStore
+    from ctxstore.ports.records import Put
+
+    monkeypatch.setattr(dynamodb_records.time, "sleep", lambda _s: None)
+    store = DynamoDbRecordStore(world.names.records_table)
+    for i in range(150):
+        store.put("o", Put("item", "db", f"i{i}", {"n": i}))
+    real = store._ddb.batch_get_item
+    calls: list[int] = []
+
+    def half_unprocessed(**kwargs: Any) -> Any:
+        ((table, request),) = kwargs["RequestItems"].items()
+        keys = request["Keys"]
+        assert len(keys) <= 100 and len({json.dumps(k, sort_keys=True) for k in keys}) == len(keys)
+        assert request["ConsistentRead"] is True
+        calls.append(len(keys))
+        served, left = keys[: (len(keys) + 1) // 2], keys[(len(keys) + 1) // 2 :]
+        resp = real(RequestItems={table: {**request, "Keys": served}})
+        if left:
+            resp["UnprocessedKeys"] = {table: {**request, "Keys": left}}
+        return resp
+
+    monkeypatch.setattr(store._ddb, "batch_get_item", half_unprocessed)
+    keys = [("db", f"i{i}") for i in range(150)] + [("db", "i3")]
+    got = store.get_many("o", "item", keys)
+    assert {sk: r.data["n"] for (_, sk), r in got.items()} == {f"i{i}": i for i in range(150)}
+    assert calls[0] == 100 and len(calls) > 2

@@ -111,6 +111,21 @@ def test_expired_records_are_absent(store: Any) -> None:
     assert store.get("o", "k", "p", "old").data == {"v": 2}
 
 
+def test_get_many_reads_the_live_records_of_many_keys(store: Any) -> None:
+    for i in range(130):  # past DynamoDB's 100 keys a BatchGetItem call
+        store.put("o", Put("item", f"db/{i % 3}", f"id{i}", {"n": i}))
+    store.put("o", Put("item", "db/0", "gone", {"n": -1}, expires_at=1.0))
+    store.put("other", Put("item", "db/0", "id0", {"n": "another org"}))
+    store.put("o", Put("lock", "db/0", "id0", {"n": "another kind"}))
+    wanted = [(f"db/{i % 3}", f"id{i}") for i in range(130)]
+    keys = [*wanted, ("db/0", "gone"), ("db/1", "id0"), ("db/9", "nope"), wanted[5]]  # a key repeated
+    got = store.get_many("o", "item", keys)
+    assert set(got) == set(wanted)
+    assert all(got[(pk, sk)].data == {"n": int(sk[2:])} and got[(pk, sk)].pk == pk for pk, sk in wanted)
+    assert got[wanted[7]].version == 1 and got[wanted[7]].sk == "id7" and got[wanted[7]].kind == "item"
+    assert store.get_many("o", "item", []) == {}
+
+
 def test_delete_partitions_by_prefix(store: Any) -> None:
     store.put("o", Put("item", "db1/a", "1", {}))
     store.put("o", Put("item", "db1/b", "2", {}))

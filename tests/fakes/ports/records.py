@@ -46,6 +46,10 @@ class InMemoryRecordStore:
             row = self._live(self._rows.get((org, kind, pk), {}).get(sk))
         return _record(kind, pk, sk, row) if row else None
 
+    def get_many(self, org: str, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        found = {(pk, sk): self.get(org, kind, pk, sk) for pk, sk in keys}
+        return {key: rec for key, rec in found.items() if rec is not None}
+
     def query(
         self,
         org: str,

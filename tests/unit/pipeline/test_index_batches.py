@@ -7,7 +7,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
+from ctxstore.domain.items import ItemRef
+from ctxstore.ports.records import Delete, Put
 from ctxstore.ports.search_index import ChunkDoc, ItemKey
+from ctxstore.services.items.service import ITEM
 from tests.support.app import LocalApp
 from tests.unit.pipeline.conftest import DB
 from tests.unit.pipeline.conftest import org_of as _org
@@ -121,3 +126,45 @@ def test_an_item_the_batch_write_rejects_fails_alone(app: LocalApp) -> None:
     assert statuses["ok1"]["indexing_status"] == statuses["ok2"]["indexing_status"] == "completed"
     assert statuses["bad"]["indexing_status"] == "errored" and statuses["bad"]["error_code"] == "E6001"
     assert _texts(app, "bad") == [] and _texts(app, "ok1") == ["# Note ok1\n\nA fine note."]
+
+
+def test_a_batch_is_marked_processing_in_one_status_write(app: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """begin_many: the batch's items move to processing together (webhook events still one per item)."""
+    records = app.container.records
+    single: list[str] = []
+    together: list[list[str]] = []
+    put, transact = type(records).put, type(records).transact
+
+    def counting_put(self: Any, org: str, p: Put) -> Any:
+        if p.kind == ITEM and p.data.get("status") == "processing":
+            single.append(p.sk)
+        return put(self, org, p)
+
+    def counting_transact(self: Any, org: str, ops: Sequence[Put | Delete]) -> None:
+        moved = [op.sk for op in ops if isinstance(op, Put) and op.kind == ITEM and op.data["status"] == "processing"]
+        if moved:
+            together.append(moved)
+        transact(self, org, ops)
+
+    monkeypatch.setattr(type(records), "put", counting_put)
+    monkeypatch.setattr(type(records), "transact", counting_transact)
+    items = {f"p{i}": f"Observation {i}: the axolotl{i} limb regrows." for i in range(6)}
+    _ingest(app, items)
+    app.drain()
+    assert single == []
+    assert sorted(i for batch in together for i in batch) == sorted(items)
+    assert max(len(batch) for batch in together) > 1
+    assert {s["indexing_status"] for s in _statuses(app, list(items)).values()} == {"completed"}
+
+
+def test_a_job_whose_record_is_not_there_yet_does_not_hold_back_its_batch(app: LocalApp) -> None:
+    """One job of a batch fails its begin (its item is gone): the others of the batch are indexed."""
+    _ingest(app, {"k1": "The first kept note.", "gone": "A note deleted early.", "k2": "The second kept note."})
+    org = _org(app)
+    app.container.records.delete(org, ITEM, ItemRef(DB, "", "knowledge", "gone").pk, "gone")
+    app.drain()
+    assert _texts(app, "k1") == ["# Note k1\n\nThe first kept note."]
+    assert _texts(app, "k2") == ["# Note k2\n\nThe second kept note."]
+    assert _texts(app, "gone") == []
+    statuses = _statuses(app, ["k1", "k2"])
+    assert statuses["k1"]["indexing_status"] == statuses["k2"]["indexing_status"] == "completed"

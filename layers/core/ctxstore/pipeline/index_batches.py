@@ -1,8 +1,9 @@
 """Index jobs that one local worker claimed together (the runner's batch handler for the index queue).
 
-Each job is parsed, chunked and embedded on its own, exactly as a single job; the embedded items are then
-published together (IngestPipeline.publish_many: one lock write, one index write, one status write)
-whenever FLUSH_CHUNKS chunks wait, so a large document is not held back by the rest of its batch. An
+The batch's items are marked processing in one status write (IngestPipeline.begin_many); each is then
+parsed, chunked and embedded on its own, exactly as a single job; the embedded items are then published
+together (IngestPipeline.publish_many: one lock write, one index write, one status write) whenever
+FLUSH_CHUNKS chunks wait, so a large document is not held back by the rest of its batch. An
 item replaced or deleted meanwhile gets nothing written; a batch the index rejects is published item by
 item, so only the bad item fails.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.domain.items import ItemRef
+from ctxstore.domain.items import ItemRecord, ItemRef
 from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.ports.search_index import ChunkDoc
@@ -52,9 +53,10 @@ class IndexBatches:
                 errors[i] = error
             waiting.clear()
 
+        begun = self._begin(jobs)
         for i, job in enumerate(jobs):
             try:
-                embedded = self._embed(job)
+                embedded = self._embed(job, begun[i])
             except Exception as exc:
                 errors[i] = job_error(exc)
                 continue
@@ -65,13 +67,29 @@ class IndexBatches:
         flush()
         return errors
 
-    def _embed(self, job: Job) -> _Embedded | None:
-        p, org = self._p, job.org
+    def _begin(self, jobs: Sequence[Job]) -> list[ItemRecord | Exception | None]:
+        """Every job's begin step, one status write per org (IngestPipeline.begin_many)."""
+        out: list[ItemRecord | Exception | None] = [None] * len(jobs)
+        by_org: dict[str, list[int]] = {}
+        for i, job in enumerate(jobs):
+            by_org.setdefault(job.org, []).append(i)
+        for org, members in by_org.items():
+            try:
+                begun = self._p.begin_many(org, [_begin_args(jobs[i]) for i in members])
+            except Exception as exc:  # the status write itself failed: each job settles with it
+                begun = [exc] * len(members)
+            for i, outcome in zip(members, begun, strict=True):
+                out[i] = outcome
+        return out
+
+    def _embed(self, job: Job, begun: ItemRecord | Exception | None) -> _Embedded | None:
+        if isinstance(begun, Exception):
+            raise begun
+        if begun is None:
+            return None
+        p, org, record = self._p, job.org, begun
         ref = ItemRef.from_json(job.payload["ref"])
         version = str(job.payload["version"])
-        record = p.begin(org, ref, version, attempt=job.attempts)
-        if record is None:
-            return None
         chunks = p.parse_and_chunk(org, ref, version, record)
         if chunks is None:
             return None
@@ -114,6 +132,10 @@ class IndexBatches:
         except Exception as exc:
             return job_error(exc)
         return None
+
+
+def _begin_args(job: Job) -> tuple[ItemRef, str, int]:
+    return ItemRef.from_json(job.payload["ref"]), str(job.payload["version"]), job.attempts
 
 
 def job_error(exc: BaseException) -> JobError:

@@ -182,6 +182,25 @@ class IngestPipeline:
         self._set(org, ref, version, PROCESSING)
         return record
 
+    def begin_many(self, org: str, jobs: Sequence[tuple[ItemRef, str, int]]) -> list[ItemRecord | Exception | None]:
+        """begin() for a worker's batch of (item, version, attempt) of one org: each record loaded as begin()
+        loads it, then every live one marked processing in one status write (a write per item cost about as
+        much as its share of the batch's index write). Per job: its record, None, or what begin() raises."""
+        loaded: list[ItemRecord | Exception | None] = []
+        for ref, version, attempt in jobs:
+            try:
+                record = self._load(org, ref, version, attempt)
+            except Exception as exc:
+                loaded.append(exc)
+                continue
+            loaded.append(None if record["status"] in TERMINAL else record)
+        todo = [i for i, rec in enumerate(loaded) if rec is not None and not isinstance(rec, Exception)]
+        moved = self._items.set_statuses(org, [StatusChange(jobs[i][0], jobs[i][1], PROCESSING) for i in todo])
+        for i, ok in zip(todo, moved, strict=True):
+            if not ok:
+                loaded[i] = StaleJob()
+        return loaded
+
     def parse_and_chunk(self, org: str, ref: ItemRef, version: str, record: ItemRecord) -> list[Chunk] | None:
         """Chunks of the item's text; None when the document cannot be parsed (the item is then errored)."""
         try:

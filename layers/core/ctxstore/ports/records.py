@@ -54,6 +54,10 @@ class Page:
 class RecordStore(Protocol):
     def get(self, org: str, kind: str, pk: str, sk: str) -> Record | None: ...
 
+    def get_many(self, org: str, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        """The live records of many (pk, sk) keys of one kind, by key; a key with none is left out."""
+        ...
+
     def put(self, org: str, put: Put) -> Record:
         """Write; raises ConditionFailed when a condition does not hold. Returns the stored record."""
         ...

@@ -37,6 +37,7 @@ _NOT_EXPIRED = "attribute_not_exists(expires_at) OR expires_at > :now"
 _ABSENT = "attribute_not_exists(pk) OR expires_at <= :now"
 _MAX_TRANSACT = 100
 _BATCH_WRITE = 25
+_MAX_BATCH_GET = 100  # BatchGetItem's limit of keys a call
 SCOPES_INDEX = "scopes"  # template.yaml RecordsTable GSI: pg (org#kind#database) + pk, keys only
 _SCOPE_SEP = "\x1f"  # services.record_kinds.SEP: "<database>\x1f<collection>\x1f..." partitions
 
@@ -159,6 +160,37 @@ class DynamoDbRecordStore:
         if expires is not None and expires <= time.time():
             return None
         return self._record(kind, pk, item)
+
+    def get_many(self, org: str, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        """BatchGetItem, strongly consistent, 100 keys a call (a key may appear once per call); the keys it
+        leaves unprocessed (throttling) are asked again with backoff."""
+        wanted = {(self._pk(org, kind, pk), self._sk(sk)): (pk, sk) for pk, sk in keys}
+        out: dict[tuple[str, str], Record] = {}
+        now = time.time()
+        stored = list(wanted)
+        for start in range(0, len(stored), _MAX_BATCH_GET):
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": [{"pk": {"S": p}, "sk": {"S": s}} for p, s in stored[start : start + _MAX_BATCH_GET]],
+                    "ConsistentRead": True,
+                }
+            }
+            delay = 0.05
+            for attempt in range(10):
+                resp = self._ddb.batch_get_item(RequestItems=request)
+                for item in resp.get("Responses", {}).get(self._table, []):
+                    pk, sk = wanted[(item["pk"]["S"], item["sk"]["S"])]
+                    expires = _num(item.get("expires_at"))
+                    if expires is None or expires > now:
+                        out[(pk, sk)] = self._record(kind, pk, item)
+                request = dict(resp.get("UnprocessedKeys") or {})
+                if not request:
+                    break
+                if attempt == 9:
+                    raise StoreUnavailable("DynamoDB kept throttling batch reads; retry shortly", retry_after_s=1)
+                time.sleep(delay)  # throttled: back off and ask again for what was not read
+                delay = min(delay * 2, 2.0)
+        return out
 
     def put(self, org: str, put: Put) -> Record:
         args = self._update_args(org, put, time.time())

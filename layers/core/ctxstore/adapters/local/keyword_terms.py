@@ -37,7 +37,11 @@ def fold(text: str) -> str:
     text = text.lower()
     if text.isascii():
         return text
-    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
+    decomposed = unicodedata.normalize("NFKD", text)
+    # Combining marks are looked up once per distinct character, not per character (an abstract with one
+    # Greek letter or "±" made this a Python loop over all of its ~1,500 characters).
+    marks = {ord(ch): None for ch in set(decomposed) if unicodedata.combining(ch)}
+    return decomposed.translate(marks) if marks else decomposed
 
 
 def words(text: str) -> list[str]:

@@ -74,6 +74,22 @@ class ItemService:
                 return ref, rec
         return None
 
+    def find_many(
+        self, org: str, database: str, collection: str, item_ids: Sequence[str]
+    ) -> dict[str, tuple[ItemRef, StoredItem]]:
+        """find() for many ids: one batched read per store, the second only for the ids the first missed."""
+        found: dict[str, tuple[ItemRef, StoredItem]] = {}
+        for store in STORES:
+            refs = {i: ItemRef(database, collection, store, i) for i in dict.fromkeys(item_ids) if i not in found}
+            if not refs:
+                break
+            recs = self._records.get_many(org, ITEM, [(ref.pk, ref.item_id) for ref in refs.values()])
+            for item_id, ref in refs.items():
+                rec = recs.get((ref.pk, item_id))
+                if rec is not None:
+                    found[item_id] = ref, StoredItem(item_record(rec.data), rec.version)
+        return found
+
     def set_status(
         self,
         org: str,

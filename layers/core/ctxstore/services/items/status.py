@@ -53,8 +53,9 @@ class StatusService:
         if len(ids) > MAX_IDS:
             raise ApiError(ErrorCode.INVALID_PARAMETERS, f"at most {MAX_IDS} ids per status request")
         statuses: list[ItemStatusView] = []
+        records = self._items.find_many(principal.org, database, collection, ids)
         for item_id in ids:
-            found = self._items.find(principal.org, database, collection, item_id)
+            found = records.get(item_id)
             if found is None:
                 statuses.append(
                     {
