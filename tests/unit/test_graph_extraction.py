@@ -248,7 +248,7 @@ def test_a_batch_is_shared_by_every_extraction_process_in_order() -> None:
     pooled = SpacyExtractor(processes=2)
     pool = spacy_extractor._shared_pool(2)
     for f in [pool.submit(spacy_extractor._extract_in_child, TEXTS) for _ in range(4)]:
-        f.result()  # both children spawned and warm
+        assert f.result()[0] == SpacyExtractor().extract_many(TEXTS)  # both children spawned and warm
     pids = list(pool._processes)
     try:
         assert len(pids) == 2
@@ -266,6 +266,32 @@ def test_a_batch_is_shared_by_every_extraction_process_in_order() -> None:
             raise AssertionError(f"no batch was shared between the two processes: {shares}")
     finally:
         spacy_extractor._drop_pool(pool)  # a pool of two would be the next test's
+
+
+def test_extraction_processes_whose_vocabulary_grew_past_the_limit_are_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spaCy never forgets a word: a pool whose children hold more strings than RECYCLE_AFTER_STRINGS is
+    replaced after the call that saw it (same answers), so a long-running node's extraction stays bounded."""
+    pooled = SpacyExtractor(processes=1)
+    expected = SpacyExtractor().extract_many(TEXTS)
+    assert pooled.extract_many(TEXTS) == expected
+    first = spacy_extractor._pool
+    assert first is not None
+    (child,) = list(first._processes.values())
+    strings = first.submit(spacy_extractor._extract_in_child, TEXTS[:1]).result()[1]
+    assert strings > 0
+    monkeypatch.setattr(spacy_extractor, "RECYCLE_AFTER_STRINGS", strings + 10_000)
+    assert pooled.extract_many(TEXTS) == expected  # under the limit: kept
+    assert spacy_extractor._pool is first
+    novel = [f"Zorblat{i}x met Quintar{i}y at Vexholm{i} in Plinth{i}ia." for i in range(2_000)]
+    monkeypatch.setattr(spacy_extractor, "RECYCLE_AFTER_STRINGS", strings + 1_000)
+    assert len(pooled.extract_many(novel)) == len(novel)  # its children now hold the new words: retired
+    assert spacy_extractor._pool is None
+    child.join(30)
+    assert child.exitcode == 0  # it finished its work and exited
+    assert pooled.extract_many(TEXTS) == expected  # a fresh pool answers the same
+    assert spacy_extractor._pool is not None and spacy_extractor._pool is not first
 
 
 def test_extraction_processes_run_at_the_lowest_priority() -> None:

@@ -58,6 +58,11 @@ SLICES_PER_PROCESS = 1
 # busy; at 19 the whole SciFact corpus was searchable at 52.2-52.8 docs/s against 45.5, and completed sooner
 # (255-268 s against 293: the same work, in the idle moments). bench/results/peers_scifact_whole_s33*.json.
 CHILD_NICENESS = 19
+# spaCy keeps every word a process has met in its vocabulary for good: ~10 new strings a SciFact abstract, ~270
+# bytes each (a child's RSS +14 MB over the whole corpus, still growing). A memory zone per call bounds it but
+# re-creates the common words on every call (+14 % CPU); instead, a pool whose children hold more strings than
+# this is replaced once its current work is done (spawn and model load ~3 s; ~100 MB a child at most).
+RECYCLE_AFTER_STRINGS = 400_000
 
 _lock = threading.Lock()
 _nlp: Any = None
@@ -116,8 +121,9 @@ def _warm_child(parent: int) -> None:
     load_pipeline()
 
 
-def _extract_in_child(texts: list[str]) -> list[Extraction]:
-    return SpacyExtractor().extract_many(texts)
+def _extract_in_child(texts: list[str]) -> tuple[list[Extraction], int]:
+    """The texts' extractions, and how many strings this process's vocabulary now holds."""
+    return SpacyExtractor().extract_many(texts), len(load_pipeline().vocab.strings)
 
 
 def _shared_pool(processes: int) -> ProcessPoolExecutor:
@@ -142,6 +148,16 @@ def _drop_pool(broken: ProcessPoolExecutor) -> None:
         if _pool is broken:
             _pool = None
     broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _retire_pool(grown: ProcessPoolExecutor) -> None:
+    """The next call gets a fresh pool; work already sent to this one (another caller's) still completes."""
+    global _pool
+    with _pool_lock:
+        if _pool is grown:
+            _pool = None
+    log.info("extraction processes replaced: their vocabulary passed %d strings", RECYCLE_AFTER_STRINGS)
+    grown.shutdown(wait=False)
 
 
 def _slices(texts: list[str], parts: int) -> list[list[str]]:
@@ -219,7 +235,10 @@ class SpacyExtractor:
                 # indexing has all the cores; they run at nice 19 before that); the slices come back in order.
                 parts = _slices(texts, self._processes * SLICES_PER_PROCESS)
                 futures = [pool.submit(_extract_in_child, part) for part in parts]
-                return [found for f in futures for found in f.result()]
+                answers = [f.result() for f in futures]
+                if max(strings for _, strings in answers) > RECYCLE_AFTER_STRINGS:
+                    _retire_pool(pool)
+                return [found for extractions, _ in answers for found in extractions]
             except BrokenProcessPool:
                 log.warning("extraction process pool broke; replacing it, answering this call in-process")
                 _drop_pool(pool)
