@@ -306,6 +306,13 @@ def test_extraction_processes_run_at_the_lowest_priority() -> None:
     assert os.getpriority(os.PRIO_PROCESS, pid) == spacy_extractor.CHILD_NICENESS == 19
     # and with one BLAS thread each: the processes are the parallelism (numpy's OpenBLAS would start one per core)
     assert pool.submit(_blas_threads).result() == [1]
+    # and their large arrays come from glibc's heap (reused), not fresh zeroed mappings; the server is left alone
+    assert pool.submit(_heap_for_large_arrays).result() is True
+    assert spacy_extractor._HEAP_FOR_LARGE_ARRAYS is False
+
+
+def _heap_for_large_arrays() -> bool:
+    return spacy_extractor._HEAP_FOR_LARGE_ARRAYS
 
 
 def _blas_threads() -> list[int]:

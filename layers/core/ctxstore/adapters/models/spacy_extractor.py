@@ -19,6 +19,7 @@ from 22 to about 40 chunks/s on two cores. A batch is split between the processe
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -68,6 +69,7 @@ _lock = threading.Lock()
 _nlp: Any = None
 _pool_lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
+_HEAP_FOR_LARGE_ARRAYS = False  # set in an extraction process (_warm_child), never in the server
 log = logging.getLogger("ctxstore.extractor")
 
 
@@ -112,11 +114,26 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)  # the server died (kill -9): nothing else would ever end this process
 
 
+def _large_arrays_from_the_heap() -> bool:
+    """glibc maps each allocation past its mmap threshold (at most 32 MB) afresh, and the kernel zeroes every page
+    of it: the parser's and recogniser's per-batch feature arrays (13-35 MB) cost ~4 % of the extraction's CPU so
+    (in process, 1,500 abstracts, four alternated pairs: 7.50-7.86 against 7.83-8.13 CPU-ms). Served from the
+    heap and kept there, they are reused; the same floats, for up to a batch's arrays of resident memory more."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: its allocator is left as it is
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    return bool(libc.mallopt(m_mmap_threshold, 64 << 20)) and bool(libc.mallopt(m_trim_threshold, 256 << 20))
+
+
 def _warm_child(parent: int) -> None:
     # Below the server's threads: extraction (the graph step) must never take the cores that embedding
     # needs to make new items searchable (issue 15).
     with contextlib.suppress(OSError):
         os.nice(CHILD_NICENESS)
+    global _HEAP_FOR_LARGE_ARRAYS
+    _HEAP_FOR_LARGE_ARRAYS = _large_arrays_from_the_heap()
     threading.Thread(target=_exit_with_parent, args=(parent,), name="parent-watch", daemon=True).start()
     load_pipeline()
 
