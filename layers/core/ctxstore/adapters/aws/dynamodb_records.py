@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -44,6 +44,22 @@ _SCOPE_SEP = "\x1f"  # services.record_kinds.SEP: "<database>\x1f<collection>\x1
 
 def _n(value: float | int) -> dict[str, str]:
     return {"N": repr(value) if isinstance(value, float) else str(value)}
+
+
+def _until_processed(
+    call: Callable[..., Any], request: dict[str, Any], unprocessed: str, what: str
+) -> Iterator[dict[str, Any]]:
+    """Each answer of a batch call, the part DynamoDB left unprocessed (throttling, size) sent again with backoff."""
+    delay = 0.05
+    for _ in range(10):
+        resp: dict[str, Any] = call(RequestItems=request)
+        yield resp
+        request = dict(resp.get(unprocessed) or {})
+        if not request:
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
+    raise StoreUnavailable(f"DynamoDB kept throttling {what}; retry shortly", retry_after_s=2)
 
 
 def _all(conditions: list[str]) -> str:
@@ -162,34 +178,20 @@ class DynamoDbRecordStore:
         return self._record(kind, pk, item)
 
     def get_many(self, org: str, kind: str, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Record]:
-        """BatchGetItem, strongly consistent, 100 keys a call (a key may appear once per call); the keys it
-        leaves unprocessed (throttling) are asked again with backoff."""
+        """BatchGetItem, strongly consistent, 100 keys a call (a key may appear once per call)."""
         wanted = {(self._pk(org, kind, pk), self._sk(sk)): (pk, sk) for pk, sk in keys}
         out: dict[tuple[str, str], Record] = {}
         now = time.time()
         stored = list(wanted)
         for start in range(0, len(stored), _MAX_BATCH_GET):
-            request: dict[str, Any] = {
-                self._table: {
-                    "Keys": [{"pk": {"S": p}, "sk": {"S": s}} for p, s in stored[start : start + _MAX_BATCH_GET]],
-                    "ConsistentRead": True,
-                }
-            }
-            delay = 0.05
-            for attempt in range(10):
-                resp = self._ddb.batch_get_item(RequestItems=request)
+            keys_part = [{"pk": {"S": p}, "sk": {"S": s}} for p, s in stored[start : start + _MAX_BATCH_GET]]
+            request = {self._table: {"Keys": keys_part, "ConsistentRead": True}}
+            for resp in _until_processed(self._ddb.batch_get_item, request, "UnprocessedKeys", "batch reads"):
                 for item in resp.get("Responses", {}).get(self._table, []):
                     pk, sk = wanted[(item["pk"]["S"], item["sk"]["S"])]
                     expires = _num(item.get("expires_at"))
                     if expires is None or expires > now:
                         out[(pk, sk)] = self._record(kind, pk, item)
-                request = dict(resp.get("UnprocessedKeys") or {})
-                if not request:
-                    break
-                if attempt == 9:
-                    raise StoreUnavailable("DynamoDB kept throttling batch reads; retry shortly", retry_after_s=1)
-                time.sleep(delay)  # throttled: back off and ask again for what was not read
-                delay = min(delay * 2, 2.0)
         return out
 
     def put(self, org: str, put: Put) -> Record:
@@ -351,12 +353,5 @@ class DynamoDbRecordStore:
 
     def _batch_delete(self, keys: list[dict[str, Any]]) -> None:
         request: dict[str, Any] = {self._table: [{"DeleteRequest": {"Key": k}} for k in keys]}
-        delay = 0.05
-        for _ in range(10):
-            resp = self._ddb.batch_write_item(RequestItems=request)
-            request = dict(resp.get("UnprocessedItems") or {})
-            if not request:
-                return
-            time.sleep(delay)  # throttled: back off and resend what was not processed
-            delay = min(delay * 2, 2.0)
-        raise StoreUnavailable("DynamoDB kept throttling batch deletes; retry the purge later", retry_after_s=2)
+        for _ in _until_processed(self._ddb.batch_write_item, request, "UnprocessedItems", "batch deletes"):
+            pass
