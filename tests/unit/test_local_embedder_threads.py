@@ -1,7 +1,9 @@
-"""`serve` embeds documents on one session thread per ingestion worker and queries on every core.
+"""`serve` embeds documents on one session thread per ingestion worker, short queries on a 1-thread session of
+their own and long queries on every core.
 
 Two workers each calling a 1-thread session keep both cores busy without four threads fighting over
-two (issue 15); a query, which arrives alone, still gets every core."""
+two (issue 15); a short query is faster on one thread and leaves the other core to its keyword lane (issue 28);
+a long query, which arrives alone, still gets every core."""
 
 from __future__ import annotations
 
@@ -14,20 +16,36 @@ import pytest
 from ctxstore.adapters.models import local_embedder as le
 
 
-def test_documents_and_queries_run_on_their_own_thread_counts() -> None:
+def _threads_of(key: tuple[str, int, str, str]) -> int:
+    return int(le.LocalEmbedder._runtimes[key].session.get_session_options().intra_op_num_threads)
+
+
+def test_documents_short_queries_and_long_queries_run_on_their_own_sessions() -> None:
     emb = le.LocalEmbedder(threads=2, document_threads=1)
-    before = set(le.LocalEmbedder._runtimes)
-    doc = emb.embed_documents(["Caroline went to the support group."])[0]
-    query = emb.embed_query("Caroline went to the support group.")
-    used = {(key[1], key[2]) for key in set(le.LocalEmbedder._runtimes) | before}
-    assert (1, "int8") in used and (2, "int8") in used
-    assert (
-        le.LocalEmbedder._runtimes[(le.MINILM_L6_V2, 1, "int8")].session.get_session_options().intra_op_num_threads == 1
-    )
-    assert (
-        le.LocalEmbedder._runtimes[(le.MINILM_L6_V2, 2, "int8")].session.get_session_options().intra_op_num_threads == 2
-    )
-    assert float(np.dot(doc, query)) > 0.999  # the same text: the thread count does not change the vector
+    text = "Caroline went to the support group."
+    long_text = " ".join([text] * 12)
+    assert len(text) <= le.SHORT_QUERY_CHARS < len(long_text)
+    le.LocalEmbedder._runtimes.clear()
+    doc = emb.embed_documents([text])[0]
+    assert set(le.LocalEmbedder._runtimes) == {(le.MINILM_L6_V2, 1, "int8", "")}
+    query = emb.embed_query(text)
+    short_key = (le.MINILM_L6_V2, 1, "int8", "query")
+    assert set(le.LocalEmbedder._runtimes) == {(le.MINILM_L6_V2, 1, "int8", ""), short_key}
+    assert _threads_of(short_key) == 1
+    long_doc = emb.embed_documents([long_text])[0]
+    long_query = emb.embed_query(long_text)
+    long_key = (le.MINILM_L6_V2, 2, "int8", "")
+    assert long_key in le.LocalEmbedder._runtimes and _threads_of(long_key) == 2
+    # the same text gives the same vector whatever session embeds it
+    assert float(np.dot(doc, query)) > 0.999
+    assert float(np.dot(long_doc, long_query)) > 0.999
+
+
+def test_a_one_thread_embedder_keeps_one_query_session() -> None:
+    emb = le.LocalEmbedder(threads=1, document_threads=1)
+    le.LocalEmbedder._runtimes.clear()
+    emb.embed_query("a short question")
+    assert set(le.LocalEmbedder._runtimes) == {(le.MINILM_L6_V2, 1, "int8", "")}
 
 
 def test_the_cores_are_shared_out_between_workers(monkeypatch: pytest.MonkeyPatch) -> None:
