@@ -28,10 +28,11 @@ from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.extractor import BatchExtractor, Extractor
 from ctxstore.ports.graph import GraphQueryError, GraphStore
 from ctxstore.ports.records import RecordStore
-from ctxstore.retrieval.graph_context import GraphContext, GraphContextRequest, PathGroup
+from ctxstore.retrieval.graph_context import GraphContext, GraphContextRequest
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.graphs import payloads as graph_payloads
+from ctxstore.services.graphs.answer_context import answer_graph_context
 from ctxstore.services.graphs.answers import RelationsAnswer, SubgraphAnswer
 from ctxstore.services.graphs.entity_graph import (
     EntityGraph,
@@ -47,7 +48,7 @@ from ctxstore.services.graphs.item_graph import (
     source_entity,
     structural_evidence,
 )
-from ctxstore.services.graphs.shapes import item_access, member_row, path_group, positive_int
+from ctxstore.services.graphs.shapes import item_access, member_row, positive_int
 from ctxstore.services.items.service import ItemService
 from ctxstore.services.query.ranking_cache import RankingCache
 
@@ -56,7 +57,6 @@ DEFAULT_RELATIONS_LIMIT = 5000
 MAX_DEPTH = 10
 MAX_SOURCES = 1000
 AUX_CAP = 1000
-_WORD = re.compile(r"[a-z0-9]+")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.MULTILINE)  # "# Title" -> "Title." (its own sentence)
 
 INDEXES = (
@@ -423,44 +423,7 @@ class GraphService:
 
     # ---- POST /query graph context (retrieval.graph_context.GraphContextSource) ----------
     def graph_context(self, request: GraphContextRequest) -> GraphContext:
-        chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
-        terms = set(_WORD.findall(request.query.casefold()))
-        chunk_groups: list[PathGroup] = []
-        scored: list[tuple[float, tuple[Any, Any, Any]]] = []
-        for collection in request.collections:
-            graph = graph_name(request.store, request.database, collection)
-            edges = self.entities.chunk_edges(request.org, graph, list(request.chunk_ids), 20 * request.max_groups)
-            by_chunk: dict[str, list[Any]] = {}
-            eids: set[str] = set()
-            for a, b, r in edges:
-                by_chunk.setdefault(str(r.properties.get("chunk_id")), []).append((a, b, r))
-                eids.update((str(a.properties["eid"]), str(b.properties["eid"])))
-            for cid, triples in by_chunk.items():
-                rank = chunk_rank.get(cid, len(chunk_rank))
-                conf = sum(float(r.properties.get("confidence") or 0) for _, _, r in triples) / len(triples)
-                chunk_groups.append(path_group([cid], triples, conf / (1 + rank)))
-            if not eids:  # nothing to expand from: spare the graph engine a round trip
-                continue
-            for a, b, r in self.entities.neighbour_edges(request.org, graph, sorted(eids), 4 * request.max_groups):
-                text = " ".join(
-                    str(x) for x in (a.properties.get("name"), b.properties.get("name"), r.properties.get("context"))
-                )
-                overlap = len(terms & set(_WORD.findall(text.casefold())))
-                score = float(r.properties.get("confidence") or 0) * (1 + overlap) / (1 + len(terms))
-                scored.append((round(score, 6), (a, b, r)))
-        chunk_groups.sort(key=lambda g: -g["relevancy_score"])
-        chunk_groups = chunk_groups[: request.max_groups]
-        # Only the best max_groups paths are answered: shape those (a hash and two entity views each), not all.
-        scored.sort(key=lambda s: -s[0])
-        paths = [
-            path_group([str(t[2].properties.get("chunk_id") or "")], [t], s) for s, t in scored[: request.max_groups]
-        ]
-        mapping: dict[str, list[str]] = {}
-        for g in chunk_groups + paths:
-            for cid in g["source_chunk_ids"]:
-                if cid in chunk_rank:
-                    mapping.setdefault(cid, []).append(g["group_id"])
-        return {"chunk_relations": chunk_groups, "query_paths": paths, "chunk_id_to_group_ids": mapping}
+        return answer_graph_context(self.entities, request)
 
 
 __all__ = ["GRAPH_PREFIX", "GraphService"]
