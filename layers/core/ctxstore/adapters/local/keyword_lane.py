@@ -139,7 +139,10 @@ class KeywordLane:
         avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
         codes = [kt.scope_code(sid) for sid, _, _ in scopes]
         df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
-        df = {t: sum(df_scoped.get(c + t, 0) for c in codes) for t in q.terms}
+        # Summed from the tokens that occur (a few hundred of the ~900 asked for 100 collections), not every pair.
+        df = dict.fromkeys(q.terms, 0)
+        for token, n in df_scoped.items():
+            df[token[kt.CODE_LEN :]] += n
         if q.required and any(df.get(t, 0) == 0 for t in q.required):
             return None  # and/phrase: a required word occurs nowhere in scope
         terms = [t for t in q.terms if df[t] > 0]
@@ -153,7 +156,10 @@ class KeywordLane:
             must = {int(r[0]) for r in conn.execute("SELECT rowid FROM kw_fts WHERE kw_fts MATCH ?", (match,))}
         # Every (term, collection) token's postings in one read; a row is in one collection, so a term's
         # tokens never share a row and summing per (row, term) gives each term's frequency in the row.
-        wanted = [(i, code + term) for i, term in enumerate(terms) for code in codes if df_scoped.get(code + term, 0)]
+        term_index = {term: i for i, term in enumerate(terms)}
+        wanted = [
+            (term_index[t[kt.CODE_LEN :]], t) for t, n in df_scoped.items() if n and t[kt.CODE_LEN :] in term_index
+        ]
         token_at, docs_at, weights = kp.postings_of(conn, [token for _, token in wanted], TITLE_WEIGHT, TEXT_WEIGHT)
         if docs_at.size == 0:
             return None
