@@ -13,12 +13,12 @@ import shutil
 import sys
 from pathlib import Path
 
+from ctxstore.adapters.models.bert_onnx import build_bert_onnx
 from ctxstore.adapters.models.local_embedder import (
     MINILM_L6_V2,
     SPECS,
     _bundled_model_dir,
     _read_safetensors,
-    build_bert_onnx,
 )
 
 
