@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -211,3 +211,33 @@ def test_a_large_batch_is_extracted_in_parts_while_the_part_before_is_written(
     assert [entry for entry in watcher.log if entry.startswith("write")] == ["write 2 overlapped=True"] * 3
     assert _graph(app, DB) == _graph(app, ONE_BY_ONE)
     assert _statuses(app, DB) == _statuses(app, ONE_BY_ONE)
+
+
+@pytest.mark.parametrize(
+    ("extraction", "backend", "batch"),
+    [
+        ({"extractor": "rules", "extractor_processes": 2}, "local", 1024),  # the local pool: batch ends cost it
+        ({"extractor": "rules", "extractor_processes": 0}, "local", 256),  # in the worker threads
+        ({"extractor": "llm"}, "local", 256),  # a model call per item: the batch must end within its lease
+        ({"extractor": "rules", "extractor_processes": 2}, "aws", 256),  # Lambda runs no process pool
+    ],
+)
+def test_graph_jobs_are_claimed_by_the_thousand_only_for_the_local_extraction_pool(
+    extraction: dict[str, Any], backend: Literal["local", "aws"], batch: int
+) -> None:
+    from ctxstore.config import ExtractionSettings, Settings
+    from ctxstore.pipeline.jobs import graph_batch
+
+    settings = Settings.model_construct(backend=backend, extraction=ExtractionSettings.model_construct(**extraction))
+    assert graph_batch(settings) == batch
+
+
+def test_serve_claims_graph_jobs_in_batches_of_its_extraction_pool(
+    app: LocalApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    container = app.services.container
+    pooled = container.settings.extraction.model_copy(update={"extractor": "rules", "extractor_processes": 2})
+    local = container.settings.model_copy(update={"backend": "local", "extraction": pooled})
+    monkeypatch.setattr(container, "settings", local)
+    [spec] = [s for s in queue_specs(app.services) if s.name == GRAPH_QUEUE]
+    assert spec.batch == 1024

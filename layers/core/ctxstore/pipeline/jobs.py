@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxstore.config import WebhookSettings
+from ctxstore.config import Settings, WebhookSettings
 from ctxstore.domain.items import ItemRef
 from ctxstore.pipeline.graph_batches import GraphBatches
 from ctxstore.pipeline.index_batches import IndexBatches
@@ -33,13 +33,24 @@ GRAPH_QUEUE = "graph"
 # (pipeline/index_batches.py); a single ingest is still claimed and published alone.
 INDEX_BATCH = 8
 # Graph jobs a worker claims at once: they share the extraction calls and the graph and status writes
-# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28). 256: four parts
-# of 64 items, two in flight, so the two extraction processes get slices of ~32 texts back to back. (1,024 was
-# measured against it, alternated twice over the whole SciFact corpus: no difference in completed time.)
+# (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28). Parts of 64
+# items, two in flight, so the two extraction processes get slices of ~32 texts back to back; but at the end of a
+# batch only its last part is left, and the processes wait for the slower slice, the writes and the next claim:
+# with 256 they were idle 8-9 % of the graph tail (timestamps of every slice, whole SciFact), with 1,024 3-5 %, and
+# the tail took 26.1-27.5 s against 26.1-28.6 (three alternated runs each: completed / searchable 1.434-1.45
+# against 1.466-1.484). That holds for the local extraction pool (~5 ms a text); an extractor that calls a model
+# per item (llm, bedrock) keeps 256, whose batch must still end within the jobs' lease.
 GRAPH_BATCH = 256
+GRAPH_BATCH_LOCAL_POOL = 1024
 # While items are being indexed a graph batch holds one of the two workers, so the embedding has one core until it
 # ends: a short one (16 jobs, ~0.3 s of extraction) so indexing gets its core back between graph batches.
 GRAPH_BATCH_WHILE_INDEXING = 16
+
+
+def graph_batch(settings: Settings) -> int:
+    """Graph jobs claimed at once once indexing is done: more where the local extraction pool answers them."""
+    pool = settings.extraction.extractor == "rules" and settings.backend == "local"
+    return GRAPH_BATCH_LOCAL_POOL if pool and settings.extraction.extractor_processes > 0 else GRAPH_BATCH
 
 
 def webhook_retry(o: WebhookSettings) -> RetryPolicy:
@@ -142,7 +153,7 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             background=True,
             max_running=max(1, threads - 1),
             batch_handler=GraphBatches(pipeline, svc.items, svc.graphs).handle if svc.graphs is not None else None,
-            batch=GRAPH_BATCH,
+            batch=graph_batch(svc.container.settings),
             batch_while_busy=GRAPH_BATCH_WHILE_INDEXING,
         )
     )
