@@ -227,9 +227,10 @@ def test_graph_jobs_are_claimed_by_the_thousand_only_for_the_local_extraction_po
 ) -> None:
     from ctxstore.config import ExtractionSettings, Settings
     from ctxstore.pipeline.jobs import graph_batch
+    from ctxstore.runtime.capabilities import capabilities_of
 
     settings = Settings.model_construct(backend=backend, extraction=ExtractionSettings.model_construct(**extraction))
-    assert graph_batch(settings) == batch
+    assert graph_batch(settings, capabilities_of(settings)) == batch
 
 
 def test_serve_claims_graph_jobs_in_batches_of_its_extraction_pool(
@@ -237,7 +238,7 @@ def test_serve_claims_graph_jobs_in_batches_of_its_extraction_pool(
 ) -> None:
     container = app.services.container
     pooled = container.settings.extraction.model_copy(update={"extractor": "rules", "extractor_processes": 2})
-    local = container.settings.model_copy(update={"backend": "local", "extraction": pooled})
-    monkeypatch.setattr(container, "settings", local)
+    monkeypatch.setattr(container, "settings", container.settings.model_copy(update={"extraction": pooled}))
+    assert container.capabilities.single_process
     [spec] = [s for s in queue_specs(app.services) if s.name == GRAPH_QUEUE]
     assert spec.batch == 1024

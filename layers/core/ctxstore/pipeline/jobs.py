@@ -15,6 +15,7 @@ from ctxstore.ports.work_queue import Job
 from ctxstore.ports.workflow import INGEST_QUEUE, WorkflowStarter
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.connectors import SYNC_QUEUE, ConnectorService
+from ctxstore.services.container import Capabilities
 from ctxstore.services.databases import PROVISION_QUEUE
 from ctxstore.services.registry import Services
 from ctxstore.services.webhooks.rules import WEBHOOK_QUEUE
@@ -47,10 +48,12 @@ GRAPH_BATCH_LOCAL_POOL = 1024
 GRAPH_BATCH_WHILE_INDEXING = 16
 
 
-def graph_batch(settings: Settings) -> int:
-    """Graph jobs claimed at once once indexing is done: more where the local extraction pool answers them."""
-    pool = settings.extraction.extractor == "rules" and settings.backend == "local"
-    return GRAPH_BATCH_LOCAL_POOL if pool and settings.extraction.extractor_processes > 0 else GRAPH_BATCH
+def graph_batch(settings: Settings, capabilities: Capabilities) -> int:
+    """Graph jobs claimed at once once indexing is done: more where the local extraction pool answers them (only
+    one `serve` process runs one: runtime/common_ports.py build_extractor)."""
+    extraction = settings.extraction
+    pool = extraction.extractor == "rules" and extraction.extractor_processes > 0 and capabilities.single_process
+    return GRAPH_BATCH_LOCAL_POOL if pool else GRAPH_BATCH
 
 
 def webhook_retry(o: WebhookSettings) -> RetryPolicy:
@@ -153,7 +156,7 @@ def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, thre
             background=True,
             max_running=max(1, threads - 1),
             batch_handler=GraphBatches(pipeline, svc.items, svc.graphs).handle if svc.graphs is not None else None,
-            batch=graph_batch(svc.container.settings),
+            batch=graph_batch(svc.container.settings, svc.container.capabilities),
             batch_while_busy=GRAPH_BATCH_WHILE_INDEXING,
         )
     )
