@@ -7,7 +7,6 @@ reading one graph after the other gives.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,12 +19,8 @@ import pytest
 from ctxstore.services.graphs import answer_context
 from ctxstore.services.graphs.entity_graph import EntityGraph
 from tests.support.app import LocalApp, make_app
+from tests.support.relations import ingest_related_note
 
-PEOPLE = {
-    "ada": {"name": "Ada Lovelace", "type": "PERSON", "namespace": "people"},
-    "charles": {"name": "Charles Babbage", "type": "PERSON", "namespace": "people"},
-    "engine": {"name": "Analytical Engine", "type": "MACHINE", "namespace": "things"},
-}
 ITEMS = {  # collection: (text, source, target, predicate)
     "c1": ("Ada Lovelace wrote the first program for the Analytical Engine.", "ada", "engine", "programmed"),
     "c2": ("Charles Babbage designed the Analytical Engine in 1837.", "charles", "engine", "designed"),
@@ -39,26 +34,7 @@ def la(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApp]:
     app = make_app(Path(tmp_path_factory.mktemp("graph-collections")) / "data", extractor="none")
     app.create_ready_database("acme")
     for collection, (text, s, t, predicate) in ITEMS.items():
-        item_id = f"note-{collection}"
-        payload = {
-            item_id: {
-                "entities": PEOPLE,
-                "relations": [{"source": s, "target": t, "predicate": predicate, "context": text}],
-            }
-        }
-        r = app.client.post(
-            "/context/ingest",
-            headers=app.headers(),
-            data={
-                "database": "acme",
-                "collection": collection,
-                "app_knowledge": json.dumps(
-                    [{"id": item_id, "title": item_id, "type": "note", "content": {"text": text}}]
-                ),
-                "graph_payload": json.dumps(payload),
-            },
-        )
-        assert r.status_code == 202, r.text
+        ingest_related_note(app, f"note-{collection}", text, (s, t, predicate), collection=collection)
     app.drain()
     yield app
     app.close()

@@ -10,7 +10,6 @@ handle, so a query made eight round trips. Counted here at the real engine (`INF
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,8 @@ import redis
 
 from ctxstore.adapters.local.falkordb_engine import SOCKET_FILE
 from tests.support.app import LocalApp, make_app
+from tests.support.relations import ingest_related_note
 
-PEOPLE = {
-    "ada": {"name": "Ada Lovelace", "type": "PERSON", "namespace": "people"},
-    "charles": {"name": "Charles Babbage", "type": "PERSON", "namespace": "people"},
-    "engine": {"name": "Analytical Engine", "type": "MACHINE", "namespace": "things"},
-}
 ITEMS = [
     ("notes-1", "Ada Lovelace wrote the first program for the Analytical Engine.", "ada", "engine", "programmed"),
     ("notes-2", "Charles Babbage designed the Analytical Engine in 1837.", "charles", "engine", "designed"),
@@ -38,24 +33,7 @@ def la(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalApp]:
     app = make_app(Path(tmp_path_factory.mktemp("graph-trips")) / "data", extractor="none")
     app.create_ready_database("acme")
     for item_id, text, s, t, predicate in ITEMS:
-        payload = {
-            item_id: {
-                "entities": PEOPLE,
-                "relations": [{"source": s, "target": t, "predicate": predicate, "context": text}],
-            }
-        }
-        r = app.client.post(
-            "/context/ingest",
-            headers=app.headers(),
-            data={
-                "database": "acme",
-                "app_knowledge": json.dumps(
-                    [{"id": item_id, "title": item_id, "type": "note", "content": {"text": text}}]
-                ),
-                "graph_payload": json.dumps(payload),
-            },
-        )
-        assert r.status_code == 202, r.text
+        ingest_related_note(app, item_id, text, (s, t, predicate))
     app.drain()
     yield app
     app.close()
