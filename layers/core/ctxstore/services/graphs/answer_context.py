@@ -10,6 +10,7 @@ collections, so the answer is the same as one read after the other would give.
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,10 +34,10 @@ class _Part:
     scored: list[tuple[float, tuple[Any, Any, Any]]] = field(default_factory=list)
 
 
-def _collection_part(entities: EntityGraph, request: GraphContextRequest, collection: str) -> _Part:
+def _collection_part(
+    entities: EntityGraph, request: GraphContextRequest, chunk_rank: dict[str, int], terms: set[str], collection: str
+) -> _Part:
     part = _Part()
-    chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
-    terms = set(_WORD.findall(request.query.casefold()))
     graph = graph_name(request.store, request.database, collection)
     edges = entities.chunk_edges(request.org, graph, list(request.chunk_ids), 20 * request.max_groups)
     by_chunk: dict[str, list[Any]] = {}
@@ -61,14 +62,15 @@ def _collection_part(entities: EntityGraph, request: GraphContextRequest, collec
 
 def answer_graph_context(entities: EntityGraph, request: GraphContextRequest) -> GraphContext:
     collections = list(request.collections)
+    chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
+    terms = set(_WORD.findall(request.query.casefold()))
+    part_of = functools.partial(_collection_part, entities, request, chunk_rank, terms)
     if len(collections) > 1:
         # Each read in a copy of the caller's context: its spans stay children of the query's.
-        futures = [
-            _READS.submit(contextvars.copy_context().run, _collection_part, entities, request, c) for c in collections
-        ]
+        futures = [_READS.submit(contextvars.copy_context().run, part_of, c) for c in collections]
         parts = [f.result() for f in futures]
     else:
-        parts = [_collection_part(entities, request, c) for c in collections]
+        parts = [part_of(c) for c in collections]
     chunk_groups = [g for p in parts for g in p.chunk_groups]
     scored = [s for p in parts for s in p.scored]
     chunk_groups.sort(key=lambda g: -g["relevancy_score"])
@@ -76,7 +78,6 @@ def answer_graph_context(entities: EntityGraph, request: GraphContextRequest) ->
     # Only the best max_groups paths are answered: shape those (a hash and two entity views each), not all.
     scored.sort(key=lambda s: -s[0])
     paths = [path_group([str(t[2].properties.get("chunk_id") or "")], [t], s) for s, t in scored[: request.max_groups]]
-    chunk_rank = {cid: i for i, cid in enumerate(request.chunk_ids)}
     mapping: dict[str, list[str]] = {}
     for g in chunk_groups + paths:
         for cid in g["source_chunk_ids"]:
