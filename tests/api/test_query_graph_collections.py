@@ -1,23 +1,22 @@
-"""The graph context of an answer drawn from several collections reads their graphs side by side (issue 28 goal 7).
+"""The graph context of an answer drawn from several collections reads all their graphs at once (issue 28 goal 7).
 
-Each collection has a graph of its own; a query into 100 weighted collections meets ~10 of them, and one read
-after the other took 2.4-3.0 ms where one graph took 0.8-0.9. The reads now overlap, and the answer is the same as
-reading one graph after the other gives.
+Each collection has a graph of its own; a query into 100 weighted collections meets ~9 of them. Their reads are one
+GraphStore.read_many per step (one round trip at the embedded engine), and the answer is the one reading each graph
+in turn gives.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import json
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxstore.services.graphs import answer_context
-from ctxstore.services.graphs.entity_graph import EntityGraph
+from ctxstore.adapters.local.falkordb_graph import FalkorGraphStore
+from ctxstore.ports.graph import GraphRead, GraphResult
+from ctxstore.services.query import service as query_service
 from tests.support.app import LocalApp, make_app
 from tests.support.relations import ingest_related_note
 
@@ -54,36 +53,56 @@ def test_an_answer_from_three_collections_has_the_relations_of_each(la: LocalApp
     assert predicates == {"programmed", "designed", "corresponded_with"}
 
 
-def test_side_by_side_reads_answer_as_one_after_the_other(la: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
-    side_by_side = _graph_context(la)
-    with ThreadPoolExecutor(max_workers=1) as one_at_a_time:
-        monkeypatch.setattr(answer_context, "_READS", one_at_a_time)
-        in_turn = _graph_context(la)
-    assert side_by_side == in_turn
+def test_batched_reads_answer_as_reading_each_graph_in_turn(la: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    batched = _graph_context(la)
+
+    def in_turn(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        return [self.query(org, graph, cypher, params, read_only=True) for graph, cypher, params in reads]
+
+    monkeypatch.setattr(FalkorGraphStore, "read_many", in_turn)
+    assert batched == _graph_context(la)
 
 
-def test_the_collections_graphs_are_read_side_by_side(la: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each read of the relations of the ranked chunks is held 0.2 s at the engine's client: three collections
-    answer in well under three times that, with the reads in flight together."""
-    real = EntityGraph.chunk_edges
-    lock = threading.Lock()
-    in_flight = [0, 0]  # now, most
+def test_every_graph_is_read_in_one_call_per_step(la: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks' relations in the three graphs are one read_many; their entities' neighbourhoods one more."""
+    calls: list[list[str]] = []
+    real = FalkorGraphStore.read_many
 
-    def held(self: EntityGraph, org: str, graph: str, chunk_ids: Sequence[str], cap: int) -> Any:
-        with lock:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight[1], in_flight[0])
-        try:
-            time.sleep(0.2)
-            return real(self, org, graph, chunk_ids, cap)
-        finally:
-            with lock:
-                in_flight[0] -= 1
+    def counted(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        calls.append(sorted(graph.rsplit(":", 1)[-1] for graph, _, _ in reads))
+        return real(self, org, reads)
 
-    monkeypatch.setattr(EntityGraph, "chunk_edges", held)
-    started = time.perf_counter()
+    monkeypatch.setattr(FalkorGraphStore, "read_many", counted)
     gc = _graph_context(la)
-    took = time.perf_counter() - started
-    assert gc["chunk_relations"]
-    assert in_flight[1] == 3, f"at most {in_flight[1]} graph reads in flight"
-    assert took < 0.5, f"{took:.2f} s for three graphs held 0.2 s each"
+    assert gc["chunk_relations"] and gc["query_paths"]
+    assert calls == [["c1", "c2", "c3"], ["c1", "c2", "c3"]], calls
+
+
+def test_a_collection_whose_answered_items_hold_no_relation_is_not_read(
+    la: LocalApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An item whose graph step finished with no relation (`relations_created` 0) has no evidence edge to find: its
+    collection's graph is not read, and the graph context is the one reading it too gives."""
+    note = {"id": "note-plain", "title": "party", "type": "note", "content": {"text": "Ada Lovelace met Babbage."}}
+    form = {"database": "acme", "collection": "plain", "app_knowledge": json.dumps([note])}
+    r = la.client.post("/context/ingest", headers=la.headers(), data=form)
+    assert r.status_code == 202, r.text
+    la.drain()
+    body = {"database": "acme", "collections": {"c1": 1.0, "c2": 1.0, "c3": 1.0, "plain": 1.0}, **QUERY}
+    calls: list[list[str]] = []
+    real = FalkorGraphStore.read_many
+
+    def counted(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        calls.append(sorted(graph.rsplit(":", 1)[-1] for graph, _, _ in reads))
+        return real(self, org, reads)
+
+    monkeypatch.setattr(FalkorGraphStore, "read_many", counted)
+    skipped = la.client.post("/query", json=body, headers=la.headers()).json()["data"]
+    assert "plain" in {c["collection"] for c in skipped["chunks"]}, "the plain note must be in the answer"
+    assert calls[0] == ["c1", "c2", "c3"] and all("plain" not in graphs for graphs in calls), calls
+    calls.clear()
+    monkeypatch.setattr(query_service, "may_relate", lambda record: True)
+    read_all = la.client.post("/query", json=body, headers=la.headers()).json()["data"]
+    assert calls[0] == ["c1", "c2", "c3", "plain"], calls
+    assert skipped["graph_context"] == read_all["graph_context"]
+    assert skipped["graph_context"]["chunk_relations"]

@@ -512,6 +512,9 @@ class _SentTwice:
     def list_graphs(self, org: str, prefix: str) -> list[str]:
         return list(self.inner.list_graphs(org, prefix))
 
+    def read_many(self, org: str, reads: Any) -> list[Any]:
+        return list(self.inner.read_many(org, reads))
+
     def drop(self, org: str, graph: str) -> bool:
         return bool(self.inner.drop(org, graph))
 

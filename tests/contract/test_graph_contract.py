@@ -139,6 +139,25 @@ def test_list_graphs_and_drop(backend: Backend, store: GraphStore, org: str) -> 
     assert store.query(org, G1, "MATCH (n:P) RETURN n.i AS i", read_only=True).rows == [[2]]
 
 
+def test_read_many_answers_as_each_read_alone(opened_store: tuple[GraphStore, Refused], org: str) -> None:
+    store, _ = opened_store
+    store.query(org, G1, "UNWIND range(1, 3) AS i MERGE (:P {i: i})")
+    store.query(org, G2, "MERGE (:P {i: 7})")
+    never = "ctx:knowledge:never-written:"
+    reads = [
+        (G1, "MATCH (n:P) WHERE n.i >= $lo RETURN n.i AS i ORDER BY i", {"lo": 2}),
+        (never, "MATCH (n:P) RETURN n.i AS i", {}),
+        (G2, "MATCH (n:P) RETURN n.i AS i, $tag AS tag", {"tag": "x'y"}),
+    ]
+    batched = store.read_many(org, reads)
+    alone = [store.query(org, g, c, p, read_only=True) for g, c, p in reads]
+    assert [(r.columns, r.rows) for r in batched] == [(r.columns, r.rows) for r in alone]
+    assert [r.rows for r in batched] == [[[2], [3]], [], [[7, "x'y"]]]
+    assert store.read_many(org, []) == []
+    with pytest.raises(GraphQueryError):
+        store.read_many(org, [(G1, "MATCH (n:P) RETURN n.i AS i", {}), (G2, "MATCH (n RETURN n", {})])
+
+
 def test_read_only_queries_cannot_write(opened_store: tuple[GraphStore, Refused], org: str) -> None:
     store, refused = opened_store
     store.query(org, G1, "MERGE (:P {i: 1})")

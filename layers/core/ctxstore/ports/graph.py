@@ -6,6 +6,7 @@ parameterised: caller data travels in `params`, never in the query text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,6 +56,10 @@ class GraphQueryError(Exception):
     pass
 
 
+# A read-only query of one graph: (graph, cypher, params).
+GraphRead = tuple[str, str, dict[str, Any]]
+
+
 class GraphStore(Protocol):
     def query(
         self,
@@ -66,6 +71,11 @@ class GraphStore(Protocol):
         read_only: bool = False,
         timeout_ms: int | None = None,
     ) -> GraphResult: ...
+
+    def read_many(self, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        """Read-only queries of several graphs, answered in order, as `query(..., read_only=True)` would one by one
+        (an answer drawn from many collections reads each one's graph)."""
+        ...
 
     def list_graphs(self, org: str, prefix: str) -> list[str]: ...
 

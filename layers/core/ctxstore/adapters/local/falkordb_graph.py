@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -19,6 +20,7 @@ from falkordb import FalkorDB
 from falkordb.edge import Edge
 from falkordb.node import Node
 from falkordb.path import Path as FPath
+from falkordb.query_result import QueryResult
 
 from ctxstore.adapters.local.falkordb_engine import FalkorEngine
 from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
@@ -28,6 +30,7 @@ from ctxstore.ports.graph import (
     GraphNode,
     GraphPath,
     GraphQueryError,
+    GraphRead,
     GraphResult,
     GraphTimeout,
 )
@@ -36,6 +39,7 @@ ORG_SEP = ":"
 # Reads of a graph nobody has written yet run against this always-empty graph (outside every org
 # prefix), so `RETURN 1` answers one row and `MATCH` none, and no graph is created by reading.
 EMPTY_GRAPH = "sys:empty"
+RO_QUERY = "GRAPH.RO_QUERY"
 # Time beyond the engine's own budget before the client gives up on an answer. The engine's
 # timeouts fire late on some plans (a non-interruptible operator); this is the backstop.
 CLIENT_GRACE_S = 15.0
@@ -208,29 +212,57 @@ class FalkorGraphStore:
         started = time.monotonic()
         try:
             res = self._call(run, replay_safe=read_only)
-        except redis.TimeoutError as exc:  # the engine did not stop the query itself within the grace period
+        except (redis.TimeoutError, redis.ResponseError) as exc:
+            raise self._mapped(exc, started) from exc
+        return _result(res)
+
+    def read_many(self, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        """One round trip for them all (a redis pipeline of GRAPH.RO_QUERY): nine graphs' reads took 0.9 ms so
+        against 1.6 one after the other and 1.1 on four threads, which also contend with the query's own thread
+        for the interpreter. A graph nobody has written yet answers through `query` (the empty graph)."""
+        if not reads:
+            return []
+        graphs = [self._db.select_graph(self._key(org, graph)) for graph, _, _ in reads]
+
+        def run() -> list[Any]:
+            pipe = redis.Redis(connection_pool=self._pool).pipeline(transaction=False)
+            for g, (_, cypher, params) in zip(graphs, reads, strict=True):
+                pipe.execute_command(RO_QUERY, g.name, g._build_params_header(params) + cypher, "--compact")  # type: ignore[no-untyped-call]
+            return list(pipe.execute(raise_on_error=False))
+
+        started = time.monotonic()
+        try:
+            replies = self._call(run)
+        except (redis.TimeoutError, redis.ResponseError) as exc:
+            raise self._mapped(exc, started) from exc
+        out: list[GraphResult] = []
+        for g, (graph, cypher, params), reply in zip(graphs, reads, replies, strict=True):
+            if isinstance(reply, redis.ResponseError) and "empty key" in str(reply):
+                out.append(self.query(org, graph, cypher, params, read_only=True))
+                continue
+            try:
+                if isinstance(reply, Exception):
+                    raise reply
+                out.append(_result(QueryResult(g, reply)))
+            except (redis.TimeoutError, redis.ResponseError) as exc:
+                raise self._mapped(exc, started) from exc
+        return out
+
+    def _mapped(self, exc: redis.TimeoutError | redis.ResponseError, started: float) -> Exception:
+        """The port's error for an engine call's failure (a wedged engine is killed and restarted)."""
+        if isinstance(exc, redis.TimeoutError):  # the engine did not stop the query itself within the grace period
             self._engine.kill_wedged(f"no answer to a query after {time.monotonic() - started:.1f} s")
             self._pool.disconnect()
-            raise GraphEngineRestarted(f"no answer after {time.monotonic() - started:.1f} s") from exc
-        except redis.ResponseError as exc:
-            msg = str(exc)
-            if "timed out" in msg.lower():
-                raise GraphTimeout(msg) from exc
-            if msg.startswith("MISCONF") or "no space left" in msg.lower():
-                # The engine refuses writes while it cannot persist them (a full disk): retry later.
-                raise StoreUnavailable(
-                    f"the graph engine cannot persist writes: {msg}", retry_after_s=OUT_OF_SPACE_RETRY_AFTER_S
-                ) from exc
-            raise GraphQueryError(_clean_error(msg)) from exc
-        columns = [str(h[1]) for h in (res.header or [])]
-        rows = [[v if type(v) in _PLAIN else _value(v) for v in row] for row in (res.result_set or [])]
-        stats: dict[str, Any] = {}
-        for key, label in _STAT_KEYS.items():
-            with contextlib.suppress(Exception):
-                val = res._get_stat(label)
-                if val:
-                    stats[key] = int(val)
-        return GraphResult(columns=columns, rows=rows, stats=stats)
+            return GraphEngineRestarted(f"no answer after {time.monotonic() - started:.1f} s")
+        msg = str(exc)
+        if "timed out" in msg.lower():
+            return GraphTimeout(msg)
+        if msg.startswith("MISCONF") or "no space left" in msg.lower():
+            # The engine refuses writes while it cannot persist them (a full disk): retry later.
+            return StoreUnavailable(
+                f"the graph engine cannot persist writes: {msg}", retry_after_s=OUT_OF_SPACE_RETRY_AFTER_S
+            )
+        return GraphQueryError(_clean_error(msg))
 
     def list_graphs(self, org: str, prefix: str) -> list[str]:
         full = self._key(org, prefix)
@@ -254,6 +286,18 @@ class FalkorGraphStore:
             return True
 
         return bool(self._call(run))
+
+
+def _result(res: QueryResult) -> GraphResult:
+    columns = [str(h[1]) for h in (res.header or [])]
+    rows = [[v if type(v) in _PLAIN else _value(v) for v in row] for row in (res.result_set or [])]
+    stats: dict[str, Any] = {}
+    for key, label in _STAT_KEYS.items():
+        with contextlib.suppress(Exception):
+            val = res._get_stat(label)
+            if val:
+                stats[key] = int(val)
+    return GraphResult(columns=columns, rows=rows, stats=stats)
 
 
 def _clean_error(msg: str) -> str:

@@ -442,24 +442,21 @@ class EntityGraph:
         return [(str(i), e.properties) for i, e in res.rows]
 
     # ---- query graph context -------------------------------------------------------------
-    def chunk_edges(self, org: str, graph: str, chunk_ids: Sequence[str], cap: int) -> list[Triple]:
-        res = self._g.query(
-            org,
-            graph,
-            f"UNWIND $cids AS cid MATCH (a)-[r:REL]->(b) WHERE r.chunk_id = cid RETURN {ENDS}, {EVIDENCE} LIMIT $cap",
-            {"cids": list(chunk_ids), "cap": cap},
-            read_only=True,
+    def chunk_edges(self, org: str, graphs: Sequence[str], chunk_ids: Sequence[str], cap: int) -> list[list[Triple]]:
+        """The relations these chunks carry, in each of `graphs` (one read of them all: GraphStore.read_many)."""
+        cypher = (
+            f"UNWIND $cids AS cid MATCH (a)-[r:REL]->(b) WHERE r.chunk_id = cid RETURN {ENDS}, {EVIDENCE} LIMIT $cap"
         )
-        return [_triple(row) for row in res.rows]
+        params = {"cids": list(chunk_ids), "cap": cap}
+        results = self._g.read_many(org, [(graph, cypher, params) for graph in graphs])
+        return [[_triple(row) for row in res.rows] for res in results]
 
-    def neighbour_edges(self, org: str, graph: str, eids: Sequence[str], cap: int) -> list[Triple]:
-        res = self._g.query(
-            org,
-            graph,
+    def neighbour_edges(self, org: str, eids_of: Sequence[tuple[str, Sequence[str]]], cap: int) -> list[list[Triple]]:
+        """The best-scored groups around each graph's entities (graph, entity ids), with their evidence."""
+        cypher = (
             "UNWIND $eids AS eid MATCH (x:Entity {eid: eid}) MATCH (x)-[g:GROUP]-(y) "
             "WITH DISTINCT startNode(g) AS a, endNode(g) AS b, g ORDER BY g.score DESC LIMIT $cap "
-            f"MATCH (a)-[r:REL]->(b) RETURN {ENDS}, {EVIDENCE}",
-            {"eids": list(eids), "cap": cap},
-            read_only=True,
+            f"MATCH (a)-[r:REL]->(b) RETURN {ENDS}, {EVIDENCE}"
         )
-        return [_triple(row) for row in res.rows]
+        reads = [(graph, cypher, {"eids": list(eids), "cap": cap}) for graph, eids in eids_of]
+        return [[_triple(row) for row in res.rows] for res in self._g.read_many(org, reads)]
