@@ -73,7 +73,8 @@ def test_request_carries_the_ranked_chunks_and_items(la: LocalApp) -> None:
     graph = FakeGraph()
     out = _service(la, graph).query(_principal(la), {"database": "acme", "query": "lighthouse keeper", "mode": "fast"})
     [req] = graph.requests
-    assert req.store == "knowledge" and req.database == "acme" and list(req.collections) == [""]
+    # The notes' graph step found no relation (relations_created 0): their collection's graph is not to be read.
+    assert req.store == "knowledge" and req.database == "acme" and list(req.collections) == []
     assert list(req.chunk_ids) == [c["chunk_uuid"] for c in out["chunks"]]
     assert list(req.item_ids) == [c["id"] for c in out["chunks"]] and req.query == "lighthouse keeper"
     assert out["graph_context"]["chunk_id_to_group_ids"] == {c["chunk_uuid"]: ["grp-knowledge"] for c in out["chunks"]}

@@ -65,6 +65,12 @@ class ItemService:
         rec = self._records.get(org, ITEM, ref.pk, ref.item_id)
         return StoredItem(item_record(rec.data), rec.version) if rec is not None else None
 
+    def get_many(self, org: str, refs: Sequence[ItemRef]) -> dict[ItemRef, StoredItem]:
+        """get() for items of any collections, in one read of the records."""
+        recs = self._records.get_many(org, ITEM, [(ref.pk, ref.item_id) for ref in refs])
+        found = {ref: recs.get((ref.pk, ref.item_id)) for ref in refs}
+        return {ref: StoredItem(item_record(rec.data), rec.version) for ref, rec in found.items() if rec is not None}
+
     def find(self, org: str, database: str, collection: str, item_id: str) -> tuple[ItemRef, StoredItem] | None:
         """Look an id up in both stores of a collection."""
         for store in STORES:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from ctxstore.domain.clock_utils import iso
-from ctxstore.domain.items import ItemRecord, ItemRef
+from ctxstore.domain.items import ItemRecord
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.embedder import Embedder
 from ctxstore.ports.reranker import Reranker
@@ -33,6 +33,7 @@ from ctxstore.retrieval.signals import choose_alpha, route
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.databases import DatabaseService
 from ctxstore.services.items.service import ItemService
+from ctxstore.services.query.live_top import RecordKey, live_top, may_relate
 from ctxstore.services.query.request import QueryBody, QueryRequest, build_request, query_body
 
 RECENCY_HALF_LIFE_S = 30 * 86400.0  # a 30-day-old item gets half the recency boost of a new one
@@ -207,18 +208,13 @@ class QueryService:
         if req.recency_bias > 0:
             pool = self._recency(pool, docs, req.recency_bias)
         candidates = pool if req.recency_bias > 0 else answer.ranked
-        top = [c for c in pool if c.chunk_id in docs][: req.max_results]
         want_graph = answer.mode == "thinking" if req.mode == "auto" else req.graph_context
-        # The graph engine's round trip runs beside the record lookups and rendering below.
+        records: dict[RecordKey, ItemRecord | None] = {}
+        top = live_top(idx, self._items, org, req.database, candidates, docs, records, req.max_results)
+        # The graph engine's round trip runs beside the rendering below.
         graph: Future[GraphContext | None] | None = None
         if want_graph and self.graph_context is not None:
-            graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
-        records: dict[tuple[str, str, str], ItemRecord | None] = {}
-        live = self._live(org, req.database, candidates, docs, records, req.max_results)
-        if live != top:  # a stale hit was dropped: the graph context follows the chunks that remain
-            top = live
-            if graph is not None:
-                graph = _GRAPH_POOL.submit(self._graph_context, org, req, top)
+            graph = _GRAPH_POOL.submit(self._graph_context, org, req, top, dict(records))
         additional: dict[str, dict[str, Any]] = {}
         chunks = []
         for c in top:
@@ -259,17 +255,21 @@ class QueryService:
                 data["graph_context"] = gc
         return data
 
-    def _graph_context(self, org: str, req: QueryRequest, top: Sequence[Candidate]) -> GraphContext | None:
+    def _graph_context(
+        self, org: str, req: QueryRequest, top: Sequence[Candidate], records: Mapping[RecordKey, ItemRecord | None]
+    ) -> GraphContext | None:
         assert self.graph_context is not None
         merged: GraphContext | None = None
         for store in req.stores:
             in_store = [c for c in top if c.store == store]
+            # Only graphs that hold a retrieved chunk can relate one (one graph per collection), and only if one of
+            # its items may carry a relation (live_top.may_relate); the chunks keep their ranks either way.
+            related = [c.collection for c in in_store if may_relate(records.get((c.store, c.collection, c.item_id)))]
             gc = self.graph_context.graph_context(
                 GraphContextRequest(
                     org=org,
                     database=req.database,
-                    # Only graphs that hold a retrieved chunk can relate one (one graph per collection).
-                    collections=list(dict.fromkeys(c.collection for c in in_store)),
+                    collections=list(dict.fromkeys(related)),
                     store=store,
                     query=req.query,
                     chunk_ids=[c.chunk_id for c in in_store],
@@ -278,41 +278,6 @@ class QueryService:
             )
             merged = _merge_graph(merged, gc)
         return merged
-
-    def _live(
-        self,
-        org: str,
-        database: str,
-        candidates: Sequence[Candidate],
-        docs: dict[str, ChunkDoc],
-        records: dict[tuple[str, str, str], ItemRecord | None],
-        want: int,
-    ) -> list[Candidate]:
-        """The first `want` candidates whose chunk is indexed and whose item record exists at the version the
-        chunk was indexed for (the records read go into `records`). A search index whose deletes lag its
-        writes (OpenSearch Serverless) can still hold chunks of a deleted item or an older version; they are
-        skipped and the next candidates read instead. Locally the first window is the whole answer."""
-        idx = self._search_index()
-        top: list[Candidate] = []
-        start = 0
-        while len(top) < want and start < len(candidates):
-            window = list(candidates[start : start + want - len(top)])
-            start += len(window)
-            unknown = [c.chunk_id for c in window if c.chunk_id not in docs]
-            if unknown:
-                docs.update((d.chunk_id, d) for d in idx.get_chunks(org, unknown))
-            for c in window:
-                d = docs.get(c.chunk_id)
-                if d is None:
-                    continue
-                key = (c.store, c.collection, c.item_id)
-                if key not in records:
-                    rec = self._items.get(org, ItemRef(database, c.collection, c.store, c.item_id))
-                    records[key] = rec.data if rec is not None else None
-                rec_data = records[key]
-                if rec_data is not None and (not d.version or str(rec_data["version"]) == d.version):
-                    top.append(c)
-        return top
 
     def _neighbours(self, org: str, d: ChunkDoc, n: int) -> list[ChunkDoc]:
         idx = self._search_index()
