@@ -70,7 +70,8 @@ class CandidateMemo:
         base = _base(codes)
         if entry is not None and entry.codes is not None and entry.codes_of is not None and entry.codes_of() is base:
             return entry.codes
-        gathered: Codes = codes[:, rows]
+        # np.take, not codes[:, rows]: 0.30 against 0.75-0.79 ms for 100k of 1.1M columns (the same array).
+        gathered: Codes = np.take(codes, rows, axis=1)
         if entry is not None and entry.rows is rows:
             with self._lock:
                 entry.codes_of, entry.codes = weakref.ref(base), gathered
