@@ -8,7 +8,8 @@ api_latency.py ingested through the API (database `lat`, one collection: the sam
 database `scopes` gets `--api-collections` collections of 1,000 notes ingested through `POST
 /context/ingest`; every other collection is written straight into the index (SqliteSearchIndex.upsert, the
 pipeline's index call) with its item records (the records table, as ingestion leaves them: status
-completed, same version as the chunks, so the query's liveness check keeps them): each chunk is an
+completed, same version as the chunks, so the query's liveness check keeps them) and the item graph the graph step
+writes for them (small_scopes_graphs.py): each chunk is an
 API-ingested `lat` chunk's text with that chunk's real vector plus Gaussian noise (sigma 1/sqrt(dim) per
 component before normalising, cosine ~0.71 to its source), as latency_1m.py grows its corpus.
 
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 from bench.api_client import REPO, Api, SciFact, load, pct, read_jsonl
+from bench.retrieval.small_scopes_graphs import write_item_graphs
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.domain.items import KEY_SEP
@@ -200,6 +202,9 @@ def build(args: argparse.Namespace) -> None:
                 info["api_collections"].append({"collection": coll_name(i), **waited, "load": load()})
                 info_path.write_text(json.dumps(info, indent=2))
     grown = _grow(data, args.collections, args.budget_s)
+    api_written = {c["collection"] for c in info["api_collections"]}
+    straight = sorted(c for c in _have(data) if c not in api_written)
+    grown.update(write_item_graphs(data, ORG, DB, straight, args.budget_s))
     info.setdefault("grow_runs", []).append({**grown, "target": args.collections, "load": load()})
     info["collections"] = len(_have(data))
     info_path.write_text(json.dumps(info, indent=2))
