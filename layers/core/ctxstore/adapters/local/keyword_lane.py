@@ -21,6 +21,7 @@ from sqlite3 import Connection
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local import keyword_df_copy as df_copy
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.domain.stopwords import ENGLISH_STOPWORDS
@@ -138,7 +139,11 @@ class KeywordLane:
         docs = sum(n for _, n, _ in scopes)
         avgdl = max(1.0, sum(t for _, _, t in scopes) / docs)
         codes = [kt.scope_code(sid) for sid, _, _ in scopes]
-        df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
+        if len(scopes) >= df_copy.MANY_SCOPES:  # one row per term from the term-first copy (keyword_df_copy.py)
+            ids = [sid for sid, _, _ in scopes]
+            df_scoped = df_copy.doc_freqs(conn, org, flt.database, flt.store, ids, q.terms)
+        else:
+            df_scoped = kp.doc_freqs(conn, [c + t for c in codes for t in q.terms])
         # Summed from the tokens that occur (a few hundred of the ~900 asked for 100 collections), not every pair.
         df = dict.fromkeys(q.terms, 0)
         for token, n in df_scoped.items():

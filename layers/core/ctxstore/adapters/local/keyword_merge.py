@@ -18,7 +18,8 @@ Deletes and re-ingests of a few rows add segments without adding rows, so an ind
 also merged once `MAX_AGE_S` have passed since its last merge (or since the start): at 1M chunks 9 small segments
 beside the large one doubled a 100-collection query's postings read (4.1 -> 8.6 ms for 385 tokens), and the whole
 merge took 7.7 s (bench/results/issue28_sixth_pass.json). That bounds the rewriting to one a period while small
-writes keep coming.
+writes keep coming. Each idle period first merges the keyword lane's pending document-frequency changes into their
+term-first copy (keyword_df_copy.py), in batches of short transactions too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ctxstore.adapters.local import keyword_df_copy as df_copy
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 
 log = logging.getLogger("ctxstore.search.keywords")
@@ -80,6 +82,7 @@ class KeywordMerger:
         self.idle_s = IDLE_S
         self.share, self.min_new_rows = SHARE, MIN_NEW_ROWS
         self.max_age_s = MAX_AGE_S
+        self.df_batch = df_copy.MERGE_BATCH
         self._clock = clock
         self._last_write = clock()
         self._merged_at = clock()  # the last merge this process finished (the start before one)
@@ -114,10 +117,27 @@ class KeywordMerger:
             return None
         return int(max_id)
 
+    def merge_doc_freqs(self) -> int:
+        """Merge the pending document-frequency changes into the term-first copy (keyword_df_copy.py) while no write
+        arrives, a batch a transaction; answers the tokens merged."""
+        merged = 0
+        while self.idle():
+            with self._write_lock, self._db.write() as conn:
+                n = df_copy.merge_pending(conn, self.df_batch)
+            if n == 0:
+                break
+            merged += n
+            self._stop.wait(YIELD_S)
+        if merged:
+            log.info("keyword index: %d document-frequency changes merged into the term-first copy", merged)
+        return merged
+
     def merge_while_idle(self) -> int:
-        """Merge the index into one segment while no write arrives, when due; answers the steps that did work."""
+        """Merge the index into one segment while no write arrives, when due; answers the steps that did work. The
+        pending document-frequency changes are merged first (merge_doc_freqs)."""
         if not self.idle():
             return 0
+        self.merge_doc_freqs()
         at = self._unfinished if self._unfinished is not None else self._due()
         if at is None:
             return 0

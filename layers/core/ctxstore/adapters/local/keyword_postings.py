@@ -26,10 +26,16 @@ from sqlite3 import Connection
 import numpy as np
 import numpy.typing as npt
 
+from ctxstore.adapters.local import keyword_df_copy as df_copy
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-DF_TABLE = "CREATE TABLE IF NOT EXISTS kw_df (token TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID"
+# `merged`: the count as the term-first copy holds it (keyword_df_copy.py).
+DF_TABLE = (
+    "CREATE TABLE IF NOT EXISTS kw_df (token TEXT PRIMARY KEY, docs INTEGER NOT NULL,"
+    " merged INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID"
+)
 # Per connection: fts5vocab tables over the keyword index (temp: they are views of main's kw_fts).
 VOCAB_TABLES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_rows USING fts5vocab(main, kw_fts, 'row')",
@@ -43,18 +49,21 @@ def row_tokens(kw_title: str | None, kw_text: str | None) -> set[str]:
 
 
 def change_doc_freqs(conn: Connection, change: Counter[str]) -> None:
-    """Add the counts (negative for deleted rows) in the caller's transaction; drop tokens left at zero."""
+    """Add the counts (negative for deleted rows) in the caller's transaction; drop tokens left at zero. The changed
+    tokens are noted for the term-first copy (keyword_df_copy.py)."""
     deltas = [(token, n) for token, n in change.items() if n]
     if not deltas:
         return
+    df_copy.note_changes(conn, [token for token, _ in deltas])
     conn.executemany(
         "INSERT INTO kw_df (token, docs) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET docs = docs + excluded.docs",
         deltas,
     )
     gone = [token for token, n in deltas if n < 0]
     if gone:
-        conn.execute(
-            "DELETE FROM kw_df WHERE docs <= 0 AND token IN (SELECT value FROM json_each(?))", (json.dumps(gone),)
+        conn.execute(  # a token the copy still counts stays, at 0, until merged (keyword_df_copy.py)
+            "DELETE FROM kw_df WHERE docs <= 0 AND merged = 0 AND token IN (SELECT value FROM json_each(?))",
+            (json.dumps(gone),),
         )
 
 
@@ -62,13 +71,16 @@ def fill_doc_freqs(conn: Connection) -> None:
     """Derive `kw_df` from the index itself (files written before it existed), in the caller's transaction."""
     for statement in VOCAB_TABLES:
         conn.execute(statement)
+    df_copy.create(conn)
     conn.execute("DELETE FROM kw_df")
     conn.execute("INSERT INTO kw_df (token, docs) SELECT term, doc FROM temp.kw_rows WHERE doc > 0")
+    df_copy.reset(conn)
 
 
 def doc_freqs(conn: Connection, tokens: Iterable[str]) -> dict[str, int]:
     rows = conn.execute(
-        "SELECT token, docs FROM kw_df WHERE token IN (SELECT value FROM json_each(?))", (json.dumps(list(tokens)),)
+        "SELECT token, docs FROM kw_df WHERE token IN (SELECT value FROM json_each(?)) AND docs > 0",
+        (json.dumps(list(tokens)),),
     ).fetchall()
     return {str(t): int(d) for t, d in rows}
 

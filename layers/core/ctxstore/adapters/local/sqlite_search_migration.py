@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ctxstore.adapters.local import keyword_df_copy as df_copy
 from ctxstore.adapters.local import keyword_postings as kp
 from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.sqlite_db import SqliteDb
@@ -31,6 +32,7 @@ def migrate_keywords(db: SqliteDb) -> None:
             conn.execute("DROP TRIGGER IF EXISTS chunks_ad")
             conn.execute("DROP TABLE chunks_fts")
         conn.execute(kp.DF_TABLE)
+        df_copy.create(conn)
         for statement in KW_OLD_TRIGGERS:  # the index writes kw_fts itself now (sqlite_search_sql.KW_INSERT)
             conn.execute(statement)
         if "kw_fts" in tables:
