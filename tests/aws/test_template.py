@@ -299,6 +299,7 @@ def test_query_function_reads_only() -> None:
     actions = {a for st in statements for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
     assert actions == {
         "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",  # the answered items' records, one call (services/query/live_top.py)
         "dynamodb:Query",
         "dynamodb:UpdateItem",
         "aoss:APIAccessAll",
