@@ -55,9 +55,10 @@ def create(conn: Connection) -> None:
     columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(kw_df)")}
     for statement in TABLES:
         conn.execute(statement)
-    if "merged" not in columns:
+    if "merged" not in columns:  # every count 0 as added: nothing copied (no scan of kw_df at the upgrade)
         conn.execute("ALTER TABLE kw_df ADD COLUMN merged INTEGER NOT NULL DEFAULT 0")
-        reset(conn)
+        conn.execute("DELETE FROM kw_tdf")
+        conn.execute("DELETE FROM kw_clean")
 
 
 def reset(conn: Connection) -> None:
