@@ -78,6 +78,19 @@ def test_a_query_into_many_collections_reads_the_copy_and_scores_as_one_corpus(i
     assert _df_lookups(statements) == [], "every collection is clean: no token looked up in kw_df"
 
 
+def test_a_database_of_few_collections_is_not_copied(idx: SqliteSearchIndex) -> None:
+    """No query into fewer than MANY_SCOPES collections reads the copy: such a database's counts stay in kw_df only."""
+    few = [d for d in _docs(random.Random(3), 0, 600) if d.collection in COLLECTIONS[: df_copy.MANY_SCOPES - 1]]
+    idx.upsert("org1", few)
+    idx.merge_keyword_segments()
+    assert idx._db.conn.execute("SELECT count(*) FROM kw_tdf").fetchone() == (0,)
+    got, _ = _search(idx, COLLECTIONS)
+    _assert_exact(got, few, COLLECTIONS)
+    idx.upsert("org1", _docs(random.Random(4), 600, 60))  # now 30 collections: all of them copied
+    idx.merge_keyword_segments()
+    assert _clean(idx) >= set(_scope_ids(idx, COLLECTIONS))
+
+
 def test_writes_since_the_merge_are_looked_up_until_merged(idx: SqliteSearchIndex) -> None:
     rng = random.Random(6)
     docs = _docs(rng, 0, 600)
