@@ -69,11 +69,11 @@ def reset(conn: Connection) -> None:
     conn.execute("UPDATE kw_df SET merged = 0 WHERE merged != 0")
 
 
-def note_changes(conn: Connection, tokens: Sequence[str]) -> None:
-    """A write changed these tokens' counts in kw_df: their collections are no longer clean."""
-    scopes = sorted({int(t[: kt.CODE_LEN], 36) for t in tokens})
-    if scopes:
-        conn.execute("DELETE FROM kw_clean WHERE scope IN (SELECT value FROM json_each(?))", (json.dumps(scopes),))
+def note_changes(conn: Connection, scopes: Iterable[int]) -> None:
+    """A write changed counts of these collections in kw_df: they are no longer clean."""
+    ids = sorted(set(scopes))
+    if ids:
+        conn.execute("DELETE FROM kw_clean WHERE scope IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
 
 
 def _counts(conn: Connection, tokens: Sequence[str]) -> dict[str, int]:

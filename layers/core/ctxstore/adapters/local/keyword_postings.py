@@ -48,13 +48,13 @@ def row_tokens(kw_title: str | None, kw_text: str | None) -> set[str]:
     return set((kw_title or "").split()) | set((kw_text or "").split())
 
 
-def change_doc_freqs(conn: Connection, change: Counter[str]) -> None:
-    """Add the counts (negative for deleted rows) in the caller's transaction; drop tokens left at zero. The changed
-    tokens are noted for the term-first copy (keyword_df_copy.py)."""
+def change_doc_freqs(conn: Connection, change: Counter[str], scopes: Iterable[int]) -> None:
+    """Add the counts (negative for deleted rows) of the tokens of these collections, in the caller's transaction;
+    drop tokens left at zero. The collections' term-first copy is then out of date (keyword_df_copy.py)."""
     deltas = [(token, n) for token, n in change.items() if n]
     if not deltas:
         return
-    df_copy.note_changes(conn, [token for token, _ in deltas])
+    df_copy.note_changes(conn, scopes)
     conn.executemany(
         "INSERT INTO kw_df (token, docs) VALUES (?, ?) ON CONFLICT (token) DO UPDATE SET docs = docs + excluded.docs",
         deltas,

@@ -214,7 +214,7 @@ class SqliteSearchIndex:
                 n, t = removed.get(int(sid), (0, 0))
                 removed[int(sid)] = (n - 1, t - int(length or 0))
         count_scopes(conn, removed)
-        kp.change_doc_freqs(conn, Counter({token: -n for token, n in gone.items()}))
+        kp.change_doc_freqs(conn, Counter({token: -n for token, n in gone.items()}), removed)
         return len(rows)
 
     @staticmethod
@@ -294,7 +294,7 @@ class SqliteSearchIndex:
                         delta.added[key].append((int(rowid), c.collection, np.asarray(c.vector, dtype=np.float32)))
                 conn.execute(KW_INSERT, (json.dumps(new_rows),))
                 count_scopes(conn, {sid: (n, t) for sid, (n, t) in added.items()})
-                kp.change_doc_freqs(conn, tokens)
+                kp.change_doc_freqs(conn, tokens, added)
             self._apply(delta)
 
     def delete_item(self, org: str, database: str, collection: str, store: Store, item_id: str) -> int:
