@@ -218,7 +218,8 @@ def test_a_large_batch_is_extracted_in_parts_while_the_part_before_is_written(
     [
         ({"extractor": "rules", "extractor_processes": 2}, "local", 1024),  # the local pool: batch ends cost it
         ({"extractor": "rules", "extractor_processes": 0}, "local", 256),  # in the worker threads
-        ({"extractor": "llm"}, "local", 256),  # a model call per item: the batch must end within its lease
+        ({"extractor": "llm"}, "local", 8),  # a model call per text: the batch must end within its lease
+        ({"extractor": "bedrock"}, "aws", 8),
         ({"extractor": "rules", "extractor_processes": 2}, "aws", 256),  # Lambda runs no process pool
     ],
 )

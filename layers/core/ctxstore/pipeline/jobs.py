@@ -39,10 +39,14 @@ INDEX_BATCH = 8
 # batch only its last part is left, and the processes wait for the slower slice, the writes and the next claim:
 # with 256 they were idle 8-9 % of the graph tail (timestamps of every slice, whole SciFact), with 1,024 3-5 %, and
 # the tail took 26.1-27.5 s against 26.1-28.6 (three alternated runs each: completed / searchable 1.434-1.45
-# against 1.466-1.484). That holds for the local extraction pool (~5 ms a text); an extractor that calls a model
-# per item (llm, bedrock) keeps 256, whose batch must still end within the jobs' lease.
+# against 1.466-1.484). That holds for the local extraction pool (~5 ms a text); rules in the worker threads keep 256.
 GRAPH_BATCH = 256
 GRAPH_BATCH_LOCAL_POOL = 1024
+# An extractor that calls a model per text (llm, bedrock) makes its calls one after the other, each allowed a 60 s
+# timeout: a batch must end within the graph jobs' 600 s lease (nothing renews it), or another worker claims the same
+# jobs again. 256 items at ~2 s a call took ~9 minutes at best; 8 one-chunk items end within the lease even if every
+# call waits out its timeout, and the model's time dwarfs what a larger batch shares (writes, one claim).
+GRAPH_BATCH_MODEL = 8
 # While items are being indexed a graph batch holds one of the two workers, so the embedding has one core until it
 # ends: a short one (16 jobs, ~0.3 s of extraction) so indexing gets its core back between graph batches.
 GRAPH_BATCH_WHILE_INDEXING = 16
@@ -52,6 +56,8 @@ def graph_batch(settings: Settings, capabilities: Capabilities) -> int:
     """Graph jobs claimed at once once indexing is done: more where the local extraction pool answers them (only
     one `serve` process runs one: runtime/common_ports.py build_extractor)."""
     extraction = settings.extraction
+    if extraction.extractor in ("llm", "bedrock"):
+        return GRAPH_BATCH_MODEL
     pool = extraction.extractor == "rules" and extraction.extractor_processes > 0 and capabilities.single_process
     return GRAPH_BATCH_LOCAL_POOL if pool else GRAPH_BATCH
 
