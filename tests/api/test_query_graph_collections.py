@@ -47,6 +47,19 @@ def _graph_context(la: LocalApp) -> dict[str, Any]:
     return gc
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The collections of every GraphStore.read_many call from now on, a sorted list per call."""
+    calls: list[list[str]] = []
+    real = FalkorGraphStore.read_many
+
+    def counted(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
+        calls.append(sorted(graph.rsplit(":", 1)[-1] for graph, _, _ in reads))
+        return real(self, org, reads)
+
+    monkeypatch.setattr(FalkorGraphStore, "read_many", counted)
+    return calls
+
+
 def test_an_answer_from_three_collections_has_the_relations_of_each(la: LocalApp) -> None:
     gc = _graph_context(la)
     predicates = {t["relation"]["canonical_predicate"] for g in gc["chunk_relations"] for t in g["triplets"]}
@@ -65,14 +78,7 @@ def test_batched_reads_answer_as_reading_each_graph_in_turn(la: LocalApp, monkey
 
 def test_every_graph_is_read_in_one_call_per_step(la: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
     """The chunks' relations in the three graphs are one read_many; their entities' neighbourhoods one more."""
-    calls: list[list[str]] = []
-    real = FalkorGraphStore.read_many
-
-    def counted(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
-        calls.append(sorted(graph.rsplit(":", 1)[-1] for graph, _, _ in reads))
-        return real(self, org, reads)
-
-    monkeypatch.setattr(FalkorGraphStore, "read_many", counted)
+    calls = _count_reads(monkeypatch)
     gc = _graph_context(la)
     assert gc["chunk_relations"] and gc["query_paths"]
     assert calls == [["c1", "c2", "c3"], ["c1", "c2", "c3"]], calls
@@ -89,14 +95,7 @@ def test_a_collection_whose_answered_items_hold_no_relation_is_not_read(
     assert r.status_code == 202, r.text
     la.drain()
     body = {"database": "acme", "collections": {"c1": 1.0, "c2": 1.0, "c3": 1.0, "plain": 1.0}, **QUERY}
-    calls: list[list[str]] = []
-    real = FalkorGraphStore.read_many
-
-    def counted(self: FalkorGraphStore, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
-        calls.append(sorted(graph.rsplit(":", 1)[-1] for graph, _, _ in reads))
-        return real(self, org, reads)
-
-    monkeypatch.setattr(FalkorGraphStore, "read_many", counted)
+    calls = _count_reads(monkeypatch)
     skipped = la.client.post("/query", json=body, headers=la.headers()).json()["data"]
     assert "plain" in {c["collection"] for c in skipped["chunks"]}, "the plain note must be in the answer"
     assert calls[0] == ["c1", "c2", "c3"] and all("plain" not in graphs for graphs in calls), calls

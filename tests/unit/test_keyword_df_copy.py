@@ -18,7 +18,7 @@ from ctxstore.adapters.local import keyword_terms as kt
 from ctxstore.adapters.local.data_dir_format import open_data_dir
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
-from tests.support.bm25 import reference_bm25
+from tests.support.bm25 import reference_bm25, traced_keyword_search
 
 WORDS = ["heart", "aspirin", "risk", "statin", "cholesterol", "exercise", "sleep", "diet", "protein", "cell"]
 RARE = ["zebrafish", "ketamine"]  # in a few collections only
@@ -47,13 +47,8 @@ def idx(tmp_path: Path) -> Iterator[SqliteSearchIndex]:
 
 
 def _search(idx: SqliteSearchIndex, wanted: list[str]) -> tuple[dict[str, float], list[str]]:
-    statements: list[str] = []
-    conn = idx._query_conn()  # this thread's connection: the one the search reads on
-    conn.set_trace_callback(statements.append)
     flt = SearchFilter(database="db", collections=wanted, store="knowledge")
-    got = {h.chunk_id: h.score for h in idx.keyword_search("org1", flt, " ".join(QUERY), limit=10_000)}
-    conn.set_trace_callback(None)
-    return got, statements
+    return traced_keyword_search(idx, "org1", flt, " ".join(QUERY))
 
 
 def _assert_exact(got: dict[str, float], live: list[ChunkDoc], wanted: list[str]) -> None:
@@ -128,7 +123,8 @@ def test_an_index_written_before_the_copy_is_copied_whole(idx: SqliteSearchIndex
 
 
 def test_a_file_from_before_the_copy_is_upgraded_then_copied(tmp_path: Path) -> None:
-    """format 1 -> 2 (data_dir_format.py) adds `kw_df.merged` and the copy's tables; the idle merges fill them."""
+    """A format-1 dir is recorded as format 2 (data_dir_format.py); the index adds `kw_df.merged` and the copy's
+    tables when it opens the file, and the idle merges fill them."""
     data = tmp_path / "data"
     data.mkdir()
     docs = _docs(random.Random(9), 0, 600)

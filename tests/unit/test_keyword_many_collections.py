@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ctxstore.adapters.local.sqlite_search_index import SqliteSearchIndex
 from ctxstore.ports.search_index import ChunkDoc, SearchFilter
-from tests.support.bm25 import reference_bm25
+from tests.support.bm25 import reference_bm25, traced_keyword_search
 
 WORDS = ["heart", "aspirin", "risk", "statin", "cholesterol", "exercise", "sleep", "diet", "protein", "cell"]
 COLLECTIONS = [f"c{i}" for i in range(30)]
@@ -36,12 +36,8 @@ def test_twenty_collections_score_as_one_corpus_in_a_fixed_number_of_statements(
         live = [d for d in docs if d.item_id != "i3"]
         wanted = COLLECTIONS[:20]
         query = ["aspirin", "statin", "sleep"]
-        statements: list[str] = []
-        conn = idx._query_conn()  # this thread's connection: the one the search reads on
-        conn.set_trace_callback(statements.append)
         flt = SearchFilter(database="db", collections=wanted, store="knowledge")
-        got = {h.chunk_id: h.score for h in idx.keyword_search("org1", flt, " ".join(query), limit=1000)}
-        conn.set_trace_callback(None)
+        got, statements = traced_keyword_search(idx, "org1", flt, " ".join(query))
         expected = reference_bm25([d for d in live if d.collection in wanted], query)
         assert got.keys() == expected.keys()
         assert all(math.isclose(got[k], expected[k], rel_tol=1e-9) for k in got)

@@ -41,25 +41,10 @@ def _record_format(data_dir: Path) -> None:
 
 
 def _term_first_doc_freqs(data_dir: Path) -> None:
-    """1 -> 2: the keyword index gets its term-first copy of document frequencies (keyword_df_copy.py), filled by the
-    idle merges that follow. Recorded as a format because a release before it would change `kw_df` without taking
-    collections out of the copy's clean set: once written by such a release, the copy would answer stale counts."""
-    import sqlite3  # here, not at the top: `keys` and `backup` read formats without loading the index's modules
-
-    from ctxstore.adapters.local import keyword_df_copy
-
-    path = data_dir / "search.db"
-    if not path.exists():
-        return  # the index creates it with the copy's tables
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "kw_df" in tables:  # older still: the index's own upgrade adds kw_df and the copy on open
-            conn.execute("BEGIN IMMEDIATE")
-            keyword_df_copy.create(conn)
-            conn.execute("COMMIT")
-    finally:
-        conn.close()
+    """1 -> 2: nothing to change here; the search index adds the term-first copy of its document frequencies when it
+    opens the file (keyword_df_copy.create). Recorded as a format because a release before it would change `kw_df`
+    without taking collections out of the copy's clean set: once written by such a release, the copy would answer
+    stale counts, so such a release must refuse the dir."""
 
 
 # Migration to format N (key) from N - 1. Each must be idempotent: it may run again after a kill.
