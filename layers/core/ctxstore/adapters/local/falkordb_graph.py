@@ -217,7 +217,7 @@ class FalkorGraphStore:
         return _result(res)
 
     def read_many(self, org: str, reads: Sequence[GraphRead]) -> list[GraphResult]:
-        """One round trip for them all (a redis pipeline of GRAPH.RO_QUERY): nine graphs' reads took 0.9 ms so
+        """One round trip for them all (a redis pipeline of GRAPH.RO_QUERY): nine graphs' reads took 0.9 ms
         against 1.6 one after the other and 1.1 on four threads, which also contend with the query's own thread
         for the interpreter. A graph nobody has written yet answers through `query` (the empty graph)."""
         if not reads:
