@@ -168,14 +168,15 @@ def run_server(settings: Settings) -> int:
         begin_drain()
         scheduler.stop(plan.workers_left(started))
         released = sync_runner.stop(plan.workers_left(started)) + runner.stop(plan.workers_left(started))
+        warmed = observed.wait_warmed(plan.workers_left(started))
         observed.close()
         container.close()
         lock.close()
         clean_exit.set()
         logging.getLogger("ctxstore").info("stopped in %.1fs", time.monotonic() - started)
-        if released:
-            # A released job's worker may still be inside the embedding model's native threads, which abort
-            # the interpreter's teardown: its job is back in the queue, so leave without one.
+        if released or not warmed:
+            # A released job's worker, or the warm-up, may still be inside the embedding model's native threads,
+            # which abort the interpreter's teardown: the job is back in the queue, so leave without one.
             exit_without_teardown(0)
     return 0
 

@@ -4,6 +4,8 @@ OTLP variables are set, and the warm-up that /ready reports (graph engine, vecto
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,6 +27,16 @@ class Running:
 
     observability: Observability
     closers: list[Callable[[], None]] = field(default_factory=list)
+    warming: list[threading.Thread] = field(default_factory=list)
+
+    def wait_warmed(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the warm-up threads; False if one still runs. A stop soon after the start
+        finds the embedder still building its sessions in native code, and the interpreter's teardown then aborts
+        (SIGABRT): the caller closes what it can and leaves without teardown."""
+        deadline = time.monotonic() + timeout
+        for thread in self.warming:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in self.warming)
 
     def close(self) -> None:
         for close in reversed(self.closers):
@@ -79,5 +91,5 @@ def start_observability(
         running.closers.append(provider.shutdown)
         running.closers.append(lambda: obs.set_tracer(None))
         log.info("tracing: exporting spans over OTLP")
-    warm_up(readiness, warm_up_steps(c) if steps is None else steps)
+    running.warming = warm_up(readiness, warm_up_steps(c) if steps is None else steps)
     return running
