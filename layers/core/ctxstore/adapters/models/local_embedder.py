@@ -27,13 +27,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxstore.adapters.models.bert_onnx import WORD_EMBEDDINGS, build_bert_onnx
+from ctxstore.adapters.models.token_window import encode_window
 from ctxstore.ports.embedder import Embedder
 
 Vectors = npt.NDArray[np.float32]
 
 MINILM_L6_V2 = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-_MAX_CHARS = 50_000  # far beyond what max_tokens can hold; spares the tokenizer megabyte-long inputs
 # A query this short (~64 tokens) runs on a 1-thread session of its own: a second intra-op thread only adds its
 # hand-offs there (a SciFact claim 1.13-1.29 ms on one thread against 1.44-1.52 on two, in process; even at 60
 # tokens), and leaves a core to the keyword lane running beside it. Longer queries keep every core (256 tokens:
@@ -156,9 +156,10 @@ class _Runtime:
         tokenizer.enable_truncation(max_length=spec.max_tokens)
         tokenizer.no_padding()
         self.tokenizer = tokenizer
+        self.max_tokens = spec.max_tokens
 
     def run(self, texts: Sequence[str]) -> Vectors:
-        encodings = self.tokenizer.encode_batch([t[:_MAX_CHARS] for t in texts])
+        encodings = encode_window(self.tokenizer, texts, self.max_tokens)
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
