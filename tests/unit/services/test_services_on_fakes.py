@@ -18,7 +18,7 @@ from ctxstore.domain.errors import ApiError, ErrorCode
 from ctxstore.domain.ingest_request import IngestRequest, parse_ingest
 from ctxstore.domain.items import COMPLETED, PROCESSING, QUEUED, ItemRef
 from ctxstore.ports.credential_vault import VaultError
-from ctxstore.ports.records import ConditionFailed, Put
+from ctxstore.ports.records import ConditionFailed, Put, Record
 from ctxstore.services import record_kinds as rk
 from ctxstore.services.access.principal import Principal
 from ctxstore.services.connectors.credentials import CredentialStore
@@ -237,3 +237,48 @@ def test_a_delete_racing_the_provisioning_job_still_deletes(world: World) -> Non
     with pytest.raises(ApiError) as err:
         databases.status(who, DB)
     assert err.value.code == ErrorCode.DATABASE_NOT_FOUND
+
+
+def test_a_schema_field_added_while_the_provisioning_job_runs_is_kept_and_the_database_gets_ready(
+    world: World,
+) -> None:
+    # CI saw the console's "add a field" right after "create" answer 409: the job had flipped the record between
+    # the schema update's read and its write. The other order lost the job's write: ready never came.
+    who = world.principal()
+    databases = world.services.databases
+    records = world.services.container.records
+    original = records.put
+    field = [{"name": "team", "data_type": "VARCHAR"}]
+
+    # 1. the job lands between the schema update's read and its write
+    databases.create(who, DB, None, "metadata_schema")
+    [job] = world.queue.claim(PROVISION_QUEUE, lease_s=60)
+
+    def job_first(org: str, put: Put) -> Record:
+        records.put = original  # type: ignore[method-assign]
+        databases.provision(job.org, DB)
+        return original(org, put)
+
+    records.put = job_first  # type: ignore[method-assign]
+    assert databases.update_schema(who, DB, field)["added_fields"] == ["team"]
+    status = databases.status(who, DB)
+    assert status["status"] == "ready" and status["infra"]["ready_for_ingestion"] is True
+    assert [f.name for f in databases.schema(who, DB)] == ["team"]
+
+    # 2. the schema update lands between the job's read and its write
+    other = "beta"
+    databases.create(who, other, None, "metadata_schema")
+    [job] = world.queue.claim(PROVISION_QUEUE, lease_s=60)
+    index = world.index
+    ensure = index.ensure_database
+
+    def schema_first(org: str, database: str) -> bool:  # runs inside provision, between its read and its write
+        index.ensure_database = ensure  # type: ignore[method-assign]
+        databases.update_schema(who, other, field)
+        return ensure(org, database)
+
+    index.ensure_database = schema_first  # type: ignore[method-assign]
+    databases.provision(job.org, other)
+    status = databases.status(who, other)
+    assert status["status"] == "ready" and status["infra"]["ready_for_ingestion"] is True
+    assert [f.name for f in databases.schema(who, other)] == ["team"]

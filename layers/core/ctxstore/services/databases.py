@@ -21,6 +21,8 @@ PROVISION_QUEUE = "databases"
 READY = "ready"
 PROVISIONING = "provisioning"
 DELETING = "deleting"
+# A database record's read-modify-writes (schema, provisioning, delete) race one another: read again this often.
+CHANGED_RECORD_RETRIES = 5
 
 # Hooks other capabilities register to remove their share of a scope: (org, database, collection|None).
 ScopePurger = Callable[[str, str, str | None], None]
@@ -280,25 +282,37 @@ class DatabaseService:
             infra = _infra(True)
             infra["vectorstore_status"] = {"knowledge": vector_ok, "memories": vector_ok}
             infra["ready_for_ingestion"] = vector_ok
-            data = dict(rec.data, status=READY if vector_ok else PROVISIONING, infra=infra)
-            try:
-                self._records.put(org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
-            except ConditionFailed:
-                pass  # deleted or changed meanwhile; the newer state wins
+            # A schema update may rewrite the record meanwhile: keep it and write the flags again. A delete
+            # (or a record no longer provisioning) is the newer state and wins.
+            for _ in range(CHANGED_RECORD_RETRIES):
+                data = dict(rec.data, status=READY if vector_ok else PROVISIONING, infra=infra)
+                try:
+                    self._records.put(org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+                    break
+                except ConditionFailed:
+                    rec = self._records.get(org, rk.DATABASE, "", database)
+                    if rec is None or rec.data.get("status") != PROVISIONING:
+                        break
         self._records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 
     def update_schema(self, principal: Principal, database: str, add_raw: object) -> SchemaUpdateAnswer:
-        rec = self.require(principal, database)
         added = ms.parse_schema(add_raw, "add_fields")
         if not added:
             raise ApiError(ErrorCode.INVALID_PARAMETERS, "'add_fields' must name at least one field")
-        existing = [ms.parse_field(f, "schema") for f in rec.data.get("metadata_schema", [])]
-        merged = ms.merge_additive(existing, added)
-        data = dict(rec.data, metadata_schema=[f.to_json() for f in merged])
-        try:
-            self._records.put(principal.org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
-        except ConditionFailed:
-            raise ApiError(ErrorCode.CONFLICT, "the schema changed concurrently; retry") from None
+        # The provisioning job (or another update) may rewrite the record between the read and the write: the
+        # fields are merged into what is there again, so only a record that keeps changing is a conflict.
+        for _ in range(CHANGED_RECORD_RETRIES):
+            rec = self.require(principal, database)
+            existing = [ms.parse_field(f, "schema") for f in rec.data.get("metadata_schema", [])]
+            merged = ms.merge_additive(existing, added)
+            data = dict(rec.data, metadata_schema=[f.to_json() for f in merged])
+            try:
+                self._records.put(principal.org, Put(rk.DATABASE, "", database, data, if_version=rec.version))
+                break
+            except ConditionFailed:
+                continue
+        else:
+            raise ApiError(ErrorCode.CONFLICT, "the schema kept changing concurrently; retry")
         return {"database": database, "tenant_id": database, "added_fields": [f.name for f in added]}
 
     def note_collection(self, principal: Principal, database: str, collection: str) -> None:
@@ -337,7 +351,7 @@ class DatabaseService:
     def delete(self, principal: Principal, database: str) -> DatabaseDeleteAnswer:
         # Mark first: the database vanishes for readers at once, and a crash mid-purge resumes at start-up. The
         # provisioning job may flip the record between the read and the mark: read it again (a few times).
-        for attempt in range(5):
+        for attempt in range(CHANGED_RECORD_RETRIES):
             rec = self.require(principal, database)
             try:
                 self._records.transact(
@@ -346,7 +360,7 @@ class DatabaseService:
                 )
                 break
             except ConditionFailed:
-                if attempt == 4:
+                if attempt == CHANGED_RECORD_RETRIES - 1:
                     raise
         self._records.put(
             rk.SYSTEM_ORG, Put(rk.PENDING_DB_WORK, "", f"{principal.org}{rk.SEP}{database}", {"op": "delete"})
