@@ -175,8 +175,8 @@ def run_server(settings: Settings) -> int:
         clean_exit.set()
         logging.getLogger("ctxstore").info("stopped in %.1fs", time.monotonic() - started)
         if released or not warmed:
-            # A released job's worker, or the warm-up, may still be inside the embedding model's native threads,
-            # which abort the interpreter's teardown: the job is back in the queue, so leave without one.
+            # A released job's worker (its job is back in the queue), or the warm-up still loading the model, may be
+            # inside the embedding model's native threads, which abort the interpreter's teardown: leave without one.
             exit_without_teardown(0)
     return 0
 
