@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tokenizers import Tokenizer
+from tokenizers.pre_tokenizers import Metaspace
 
 from ctxstore.adapters.models.local_embedder import MINILM_L6_V2, _bundled_model_dir
 from ctxstore.adapters.models.token_window import CHARS_PER_TOKEN, MAX_CHARS, encode_window
@@ -22,6 +23,14 @@ class _Counting:
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._t = tokenizer
         self.chars = 0
+
+    @property
+    def normalizer(self) -> Any:
+        return self._t.normalizer
+
+    @property
+    def pre_tokenizer(self) -> Any:
+        return self._t.pre_tokenizer
 
     def encode_batch_fast(self, texts: list[str]) -> Any:
         self.chars += sum(map(len, texts))
@@ -75,3 +84,13 @@ def test_edge_cases_match_the_whole_text(tokenizer: Tokenizer, text: str) -> Non
 def test_a_batch_mixes_cut_and_retokenized_texts_in_order(tokenizer: Tokenizer) -> None:
     texts = ["antidisestablishmentarianism " * 400, "short", "word " * 2000, "x" * 3000]
     assert _ids(tokenizer, texts) == [_whole(tokenizer, t) for t in texts]
+
+
+def test_a_tokenizer_of_another_kind_gets_whole_texts(tokenizer: Tokenizer) -> None:
+    # The prefix argument holds for BERT's normaliser and pre-tokenizer; another may merge across spaces.
+    other = Tokenizer.from_str(tokenizer.to_str())
+    other.pre_tokenizer = Metaspace()
+    counting = _Counting(other)
+    text = "word " * 2000
+    got = [list(e.ids) for e in encode_window(counting, [text], WINDOW)]
+    assert got == [list(other.encode(text).ids)] and counting.chars == len(text)
