@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ctxstore.domain.errors import ApiError, ErrorCode
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, parse_ingest
 from ctxstore.domain.items import COMPLETED, PROCESSING, QUEUED, ItemRef
 from ctxstore.ports.credential_vault import VaultError
@@ -282,3 +282,25 @@ def test_a_schema_field_added_while_the_provisioning_job_runs_is_kept_and_the_da
     status = databases.status(who, other)
     assert status["status"] == "ready" and status["infra"]["ready_for_ingestion"] is True
     assert [f.name for f in databases.schema(who, other)] == ["team"]
+
+
+def test_a_provisioning_job_that_keeps_losing_is_retried_not_dropped(world: World) -> None:
+    who = world.principal()
+    databases = world.services.databases
+    records = world.services.container.records
+    databases.create(who, DB, None, "metadata_schema")
+    [job] = world.queue.claim(PROVISION_QUEUE, lease_s=60)
+    original = records.put
+
+    def always_beaten(org: str, put: Put) -> Record:
+        if put.kind == rk.DATABASE:
+            raise ConditionFailed(put.sk)
+        return original(org, put)
+
+    records.put = always_beaten  # type: ignore[method-assign]
+    with pytest.raises(StoreUnavailable):
+        databases.provision(job.org, DB)
+    records.put = original  # type: ignore[method-assign]
+    assert records.get(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{job.org}{rk.SEP}{DB}") is not None
+    databases.provision(job.org, DB)  # the retry
+    assert databases.status(who, DB)["status"] == "ready"

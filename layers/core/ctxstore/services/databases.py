@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TypedDict
 
 from ctxstore.domain import metadata_schema as ms
-from ctxstore.domain.errors import ApiError, ErrorCode, database_not_found
+from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable, database_not_found
 from ctxstore.domain.scopes import DEFAULT_COLLECTION, validate_collection_name, validate_database_name
 from ctxstore.ports.blobs import BlobStore
 from ctxstore.ports.clock import Clock
@@ -293,6 +293,8 @@ class DatabaseService:
                     rec = self._records.get(org, rk.DATABASE, "", database)
                     if rec is None or rec.data.get("status") != PROVISIONING:
                         break
+            else:  # kept losing: the job runs again later (its pending mark stays for a restart)
+                raise StoreUnavailable(f"database '{database}' kept changing while it was provisioned")
         self._records.delete(rk.SYSTEM_ORG, rk.PENDING_DB_WORK, "", f"{org}{rk.SEP}{database}")
 
     def update_schema(self, principal: Principal, database: str, add_raw: object) -> SchemaUpdateAnswer:
