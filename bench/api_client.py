@@ -16,11 +16,15 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 from tests.support.server import ServerProcess
+
+from ctxstore.client.models import ItemStatus
+from ctxstore.client.status_polls import poll_oldest_first
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -30,6 +34,10 @@ SEARCHABLE = ("graph_creation", "completed")
 DONE = ("completed", "errored")
 FINAL_POLL_IDS = 100  # this few ids outstanding: poll every FINAL_POLL_S instead of every `poll`
 FINAL_POLL_S = 0.1
+
+
+def _searchable(status: ItemStatus) -> bool:
+    return status.indexing_status in (*SEARCHABLE, "errored") or not status.found
 
 
 def load() -> float:
@@ -258,6 +266,9 @@ class Api:
                 }
             )
 
+    def item_statuses(self, db: str, collection: str | None, ids: Sequence[str]) -> list[ItemStatus]:
+        return [ItemStatus.model_validate(s) for s in self.statuses(db, list(ids), collection).values()]
+
     def statuses(self, db: str, ids: list[str], collection: str | None = None) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for s in range(0, len(ids), 200):
@@ -279,42 +290,38 @@ class Api:
         until: str = "completed",
         limit_s: float | None = None,
     ) -> dict[str, Any]:
-        """Poll (only the ids not yet there) until every item is searchable, then (until="completed") until
-        every one is done or `limit_s` has passed since t0 (then completed_s is None). With until="searchable"
-        completed_items counts only the items seen done on the way."""
-        not_searchable = {c: set(v) for c, v in ids_by_collection.items()}
+        """Poll until every item is searchable, then (until="completed") until every one is done or `limit_s` has
+        passed since t0 (then completed_s is None). With until="searchable" completed_items counts only the items
+        seen done on the way. Each poll asks for the ids not there yet oldest first, as the client's `wait_for`
+        does (ctxstore/client/status_polls.py): a few requests a second, not one per 200 pending ids."""
+        seen: dict[str | None, dict[str, ItemStatus]] = {c: {} for c in ids_by_collection}
+        not_searchable = {c: list(v) for c, v in ids_by_collection.items()}
         pending = {c: list(v) for c, v in ids_by_collection.items()}
         total = sum(len(v) for v in ids_by_collection.values())
         searchable_s: float | None = None
-        chunks = errored = 0
         while True:
-            for col in list(pending):
-                # Until all are searchable, only the ids not searchable yet: a searchable item's status is not
-                # what is being waited for, and asking for it again costs the server as much as the others.
-                ask = sorted(not_searchable[col]) if searchable_s is None else pending[col]
-                if not ask:
-                    continue
-                st = self.statuses(db, ask, col)
-                for i, s in st.items():
-                    if s["indexing_status"] in (*SEARCHABLE, "errored"):
-                        not_searchable[col].discard(i)
-                    if s["indexing_status"] in DONE:
-                        chunks += int(s.get("chunk_count") or 0)
-                        errored += s["indexing_status"] == "errored"
-                done = {i for i, s in st.items() if s["indexing_status"] in DONE}
-                pending[col] = [i for i in pending[col] if i not in done]
+            for col in ids_by_collection:
+                ask = partial(self.item_statuses, db, col)
+                if searchable_s is None:
+                    not_searchable[col] = poll_oldest_first(
+                        ask, not_searchable[col], seen[col], 200, settled=_searchable
+                    )
+                else:
+                    pending[col] = poll_oldest_first(ask, pending[col], seen[col], 200)
             now = time.perf_counter() - t0
             if searchable_s is None and not any(not_searchable.values()):
                 searchable_s = now
+                pending = {c: [i for i in v if not (i in seen[c] and seen[c][i].done)] for c, v in pending.items()}
             left = sum(len(v) for v in pending.values())
             over = limit_s is not None and now > limit_s
             if searchable_s is not None and (until == "searchable" or not left or over):
+                done = [s for statuses in seen.values() for s in statuses.values() if s.done]
                 return {
                     "searchable_s": round(searchable_s, 2),
                     "completed_s": round(now, 2) if not left else None,
                     "completed_items": total - left,
-                    "chunks": chunks,
-                    "errored": errored,
+                    "chunks": sum(s.chunk_count or 0 for s in done),
+                    "errored": sum(s.indexing_status == "errored" for s in done),
                 }
             # A moment is seen up to one poll late (0.5 s on average at 1 s, ~1 % of a SciFact run; the peers'
             # times have no such lag): near the end, when a poll asks for few ids, poll often.

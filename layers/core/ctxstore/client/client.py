@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
@@ -25,6 +26,7 @@ from ctxstore.client.models import (
     SourcePage,
     Subgraph,
 )
+from ctxstore.client.status_polls import poll_oldest_first
 from ctxstore.client.transport import Transport
 from ctxstore.client.urls import parse_base_url
 from ctxstore.client.webhooks import WebhooksApi
@@ -294,20 +296,22 @@ class CtxstoreClient:
     ) -> list[ItemStatus]:
         """Poll `status` until every id is done (completed, errored or unknown) or `timeout` seconds pass.
 
-        Returns the last statuses (check `.done` on each: after a timeout some are not). `on_update` sees
-        every poll's statuses, for progress display.
+        Returns the last statuses (check `.done` on each: after a timeout some are not). `on_update` sees the
+        statuses known after each poll, for progress display. A poll asks for the ids not done oldest first
+        and stops at the first call in which none is done (status_polls.py).
         """
         deadline = time.monotonic() + timeout
-        pending = list(dict.fromkeys(ids))
+        wanted = list(dict.fromkeys(ids))
+        ask = partial(self.status, database=database, collection=collection)
         final: dict[str, ItemStatus] = {}
+        pending = wanted
         while True:
-            current = self.status(pending, database=database, collection=collection) if pending else []
-            final.update((s.id, s) for s in current)
-            pending = [s.id for s in current if not s.done]
+            pending = poll_oldest_first(ask, pending, final, STATUS_IDS_PER_CALL)
             if on_update is not None:
-                on_update([final[i] for i in ids if i in final])
+                on_update([final[i] for i in wanted if i in final])
             if not pending or time.monotonic() >= deadline:
-                return [final[i] for i in dict.fromkeys(ids)]
+                final.update((s.id, s) for s in ask([i for i in wanted if i not in final]))  # a poll never reached
+                return [final[i] for i in wanted]
             time.sleep(poll_interval)
 
     # ---- items ---------------------------------------------------------------------------------
