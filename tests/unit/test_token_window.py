@@ -10,7 +10,7 @@ import pytest
 from tokenizers import Tokenizer
 from tokenizers.pre_tokenizers import Metaspace
 
-from ctxstore.adapters.models.local_embedder import MINILM_L6_V2, _bundled_model_dir
+from ctxstore.adapters.models.local_embedder import MINILM_L6_V2, SPECS, model_tokenizer
 from ctxstore.adapters.models.token_window import CHARS_PER_TOKEN, MAX_CHARS, encode_window
 
 SCIFACT = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "beir_scifact" / "corpus.jsonl"
@@ -39,9 +39,8 @@ class _Counting:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Tokenizer:
-    tok = Tokenizer.from_file(str(_bundled_model_dir(MINILM_L6_V2) / "tokenizer.json"))
-    tok.enable_truncation(max_length=WINDOW)
-    tok.no_padding()
+    tok: Tokenizer = model_tokenizer(SPECS[MINILM_L6_V2])
+    assert tok.truncation is not None and tok.truncation["max_length"] == WINDOW
     return tok
 
 
