@@ -107,3 +107,17 @@ def test_local_queue_releases_leases_of_a_dead_server(tmp_path: Path) -> None:
     assert q.release_leases() == 1
     [job] = q.claim("q", lease_s=600)
     assert job.attempts == 2
+
+
+def test_enqueue_many_and_complete_many(queue: Any) -> None:
+    assert queue.enqueue("o", "q", "j1", {"a": 0})
+    queued = queue.enqueue_many("o", "q", [("j1", {"a": 1}), ("j2", {"a": 2}), ("j3", {"a": 3})])
+    assert queued == [False, True, True]  # j1 was queued already: kept as it was
+    jobs = queue.claim("q", lease_s=30, limit=10)
+    assert {j.job_id: j.payload for j in jobs} == {"j1": {"a": 0}, "j2": {"a": 2}, "j3": {"a": 3}}
+    assert all(j.org == "o" for j in jobs)
+    queue.complete_many([j for j in jobs if j.job_id != "j2"])
+    assert queue.pending("q") == 1
+    queue.complete_many([j for j in jobs if j.job_id == "j2"])
+    assert queue.pending("q") == 0
+    queue.complete_many([])

@@ -8,11 +8,12 @@ import itertools
 import json
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxstore.ports.clock import Clock
-from ctxstore.ports.work_queue import Job, WorkSignal
+from ctxstore.ports.work_queue import Job, WorkSignal, complete_each, enqueue_each
 from tests.fakes.ports.clock import RealClock
 
 _State = Literal["ready", "leased", "dead"]
@@ -50,6 +51,9 @@ class InMemoryWorkQueue:
             self.signal.notify()
         return True
 
+    def enqueue_many(self, org: str, queue: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return enqueue_each(self, org, queue, jobs)
+
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         now = self._clock.now()
         with self._lock:
@@ -76,6 +80,9 @@ class InMemoryWorkQueue:
         with self._lock:
             if self._held(job) is not None:
                 del self._queues[job.queue][job.job_id]
+
+    def complete_many(self, jobs: Sequence[Job]) -> None:
+        complete_each(self, jobs)
 
     def retry(self, job: Job, *, delay_s: float, error: str) -> None:
         with self._lock:

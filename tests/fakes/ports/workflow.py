@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from typing import Any
+
+from ctxstore.ports.workflow import start_each
 
 
 class InMemoryWorkflowStarter:
@@ -20,3 +23,6 @@ class InMemoryWorkflowStarter:
                 return False
             self.started[execution_name] = (org, body)
             return True
+
+    def start_many(self, org: str, starts: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return start_each(self, org, starts)

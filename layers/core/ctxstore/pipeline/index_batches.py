@@ -111,11 +111,11 @@ class IndexBatches:
             except Exception:  # e.g. one item's vectors rejected: publish one by one so only it fails
                 log.warning("batch publish failed; publishing its %d items one by one", len(entries), exc_info=True)
                 published = [self._publish_one(e) for _, e in entries]
-            for (i, e), result in zip(entries, published, strict=True):
-                if result is True:
-                    out.append((i, self._hand_to_graph(e)))
-                else:  # False: replaced or deleted meanwhile, nothing to do
+            live = [(i, e) for (i, e), result in zip(entries, published, strict=True) if result is True]
+            for (i, _), result in zip(entries, published, strict=True):
+                if result is not True:  # False: replaced or deleted meanwhile, nothing to do
                     out.append((i, result if isinstance(result, BaseException) else None))
+            out += zip([i for i, _ in live], self._hand_to_graph(org, [e for _, e in live]), strict=True)
         return out
 
     def _publish_one(self, e: _Embedded) -> bool | BaseException:
@@ -126,7 +126,20 @@ class IndexBatches:
             return False if outcome is None else outcome
         return True
 
-    def _hand_to_graph(self, e: _Embedded) -> JobError:
+    def _hand_to_graph(self, org: str, published: Sequence[_Embedded]) -> list[JobError]:
+        """The published items' graph jobs started in one write (or, with no graph queue, each graph step run
+        here, failing only its own job)."""
+        if not published:
+            return []
+        if not self._p.queues_graph:
+            return [self._hand_one_to_graph(e) for e in published]
+        try:
+            self._p.queue_graphs(org, [(e.ref, e.version) for e in published])
+        except Exception as exc:
+            return [job_error(exc)] * len(published)
+        return [None] * len(published)
+
+    def _hand_one_to_graph(self, e: _Embedded) -> JobError:
         try:
             self._p.hand_to_graph(e.org, e.ref, e.version, e.chunks)
         except Exception as exc:

@@ -56,7 +56,7 @@ PUBLISH_DOCS = 500
 PUBLISH_BYTES = 4 * 1024 * 1024
 
 GraphStep = Callable[[str, ItemRef, ItemRecord, list[Chunk]], int]
-QueueGraph = Callable[[str, ItemRef, str], None]  # org, item, version: start its graph job
+QueueGraph = Callable[[str, Sequence[tuple[ItemRef, str]]], None]  # org, (item, version)s: start their graph jobs
 
 
 @dataclass(frozen=True)
@@ -151,10 +151,20 @@ class IngestPipeline:
 
     def hand_to_graph(self, org: str, ref: ItemRef, version: str, chunks: list[Chunk]) -> None:
         """After publish: the item's graph job is queued, or, with no graph queue, its graph step runs here."""
-        if self._graph_step is not None and self._queue_graph is not None:
-            self._queue_graph(org, ref, version)
+        if self.queues_graph:
+            self.queue_graphs(org, [(ref, version)])
             return
         self.complete(org, ref, version, self.graph(org, ref, version, chunks))
+
+    @property
+    def queues_graph(self) -> bool:
+        """Whether a published item's graph step runs as its own job (else hand_to_graph runs it inline)."""
+        return self._graph_step is not None and self._queue_graph is not None
+
+    def queue_graphs(self, org: str, items: Sequence[tuple[ItemRef, str]]) -> None:
+        """Start the graph jobs of several published (item, version)s of one org in one write."""
+        assert self._queue_graph is not None
+        self._queue_graph(org, items)
 
     def graph_and_complete(self, org: str, ref: ItemRef, version: str) -> None:
         """The graph job: the item's chunks as indexed for this version feed the graph step."""

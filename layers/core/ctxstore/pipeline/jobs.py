@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ctxstore.config import Settings, WebhookSettings
@@ -105,10 +106,13 @@ def ingest_pipeline(svc: Services, *, graph_jobs: WorkflowStarter | None = None)
     With `graph_jobs` the index job ends at searchable and starts the item's graph job there."""
     graph_step = svc.graphs.graph_step if svc.graphs is not None else None
 
-    def queue_graph(org: str, ref: ItemRef, version: str) -> None:
+    def queue_graph(org: str, items: Sequence[tuple[ItemRef, str]]) -> None:
         assert graph_jobs is not None
-        name = f"graph{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}"
-        graph_jobs.start(org, name, {"ref": ref.to_json(), "version": version})
+        starts = [
+            (f"graph{rk.SEP}{ref.pk}{rk.SEP}{ref.item_id}{rk.SEP}{version}", {"ref": ref.to_json(), "version": version})
+            for ref, version in items
+        ]
+        graph_jobs.start_many(org, starts)
 
     c = svc.container
     return IngestPipeline(
@@ -128,6 +132,9 @@ class _GraphJobs:
 
     def start(self, org: str, execution_name: str, payload: dict[str, Any]) -> bool:
         return self._queue.enqueue(org, GRAPH_QUEUE, execution_name, payload)
+
+    def start_many(self, org: str, starts: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return self._queue.enqueue_many(org, GRAPH_QUEUE, starts)
 
 
 def queue_specs(svc: Services, *, ingest_retry: RetryPolicy = INGEST_RETRY, threads: int = 2) -> list[QueueSpec]:

@@ -255,10 +255,20 @@ class LocalRunner:
         except Exception as exc:  # the handler itself broke: every job of the batch ends as if it had
             errors = [exc] * len(jobs)
         unrecorded: StoreUnavailable | None = None
+        done: list[Job] = []
         for job, error in zip(jobs, errors, strict=True):
+            if error is None:
+                if self._unclaim(job):  # else released at shutdown: it runs again from the queue
+                    done.append(job)
+                continue
             try:
                 self._settle(spec, job, error)
             except StoreUnavailable as exc:  # kept for the next pass; settle the rest first
+                unrecorded = exc
+        if done:  # one write for the batch's finished jobs
+            try:
+                self._record(lambda: self._queue.complete_many(done))
+            except StoreUnavailable as exc:
                 unrecorded = exc
         if unrecorded is not None:
             raise unrecorded

@@ -8,6 +8,7 @@ dedup key of a retried request).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,9 +28,17 @@ class WorkQueue(Protocol):
         """True if queued; False if a job with this id is already queued or running."""
         ...
 
+    def enqueue_many(self, org: str, queue: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        """enqueue() for several (job id, payload) of one org and queue, in one write where the store allows."""
+        ...
+
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]: ...
 
     def complete(self, job: Job) -> None: ...
+
+    def complete_many(self, jobs: Sequence[Job]) -> None:
+        """complete() for several jobs, in one write where the store allows."""
+        ...
 
     def retry(self, job: Job, *, delay_s: float, error: str) -> None:
         """Release the job to run again after delay_s."""
@@ -40,6 +49,17 @@ class WorkQueue(Protocol):
         ...
 
     def pending(self, queue: str) -> int: ...
+
+
+def enqueue_each(queue: WorkQueue, org: str, name: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+    """enqueue_many for a store without a batched write: one enqueue per job, in order."""
+    return [queue.enqueue(org, name, job_id, payload) for job_id, payload in jobs]
+
+
+def complete_each(queue: WorkQueue, jobs: Sequence[Job]) -> None:
+    """complete_many for a store without a batched write."""
+    for job in jobs:
+        queue.complete(job)
 
 
 class WorkSignal:

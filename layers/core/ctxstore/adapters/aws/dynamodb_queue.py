@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -44,7 +45,7 @@ from botocore.exceptions import ClientError
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
 from ctxstore.adapters.aws.faults import install as map_faults
-from ctxstore.ports.work_queue import Job
+from ctxstore.ports.work_queue import Job, complete_each, enqueue_each
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -94,6 +95,9 @@ class DynamoDbWorkQueue:
                 return False
             raise
         return True
+
+    def enqueue_many(self, org: str, queue: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return enqueue_each(self, org, queue, jobs)
 
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         if limit <= 0:
@@ -179,6 +183,9 @@ class DynamoDbWorkQueue:
         except ClientError as exc:
             if not _conditional_failed(exc):
                 raise
+
+    def complete_many(self, jobs: Sequence[Job]) -> None:
+        complete_each(self, jobs)
 
     def retry(self, job: Job, *, delay_s: float, error: str) -> None:
         self._ack(

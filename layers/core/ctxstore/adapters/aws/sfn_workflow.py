@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -24,6 +25,7 @@ from botocore.exceptions import ClientError
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws._common import error_code
 from ctxstore.adapters.aws.faults import install as map_faults
+from ctxstore.ports.workflow import start_each
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -72,3 +74,6 @@ class SfnWorkflowStarter:
                 return False
             raise
         return True
+
+    def start_many(self, org: str, starts: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return start_each(self, org, starts)  # StartExecution takes one execution a call

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from ctxstore.adapters.aws._common import client as make_client
 from ctxstore.adapters.aws.faults import install as map_faults
-from ctxstore.ports.work_queue import Job, WorkQueue
+from ctxstore.ports.work_queue import Job, WorkQueue, complete_each, enqueue_each
 
 MAX_DELAY_S = 900  # SendMessage DelaySeconds cap
 MAX_VISIBILITY_S = 43_200  # ChangeMessageVisibility cap (12 h)
@@ -40,6 +41,9 @@ class SqsRoutedWorkQueue:
         )
         return True
 
+    def enqueue_many(self, org: str, queue: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return enqueue_each(self, org, queue, jobs)
+
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         if queue in self._routes:
             return []  # handed to the SQS-triggered function by the event source mapping, never polled here
@@ -48,6 +52,9 @@ class SqsRoutedWorkQueue:
     def complete(self, job: Job) -> None:
         if job.queue not in self._routes:  # SQS: Lambda deletes every message the batch does not report
             self._inner.complete(job)
+
+    def complete_many(self, jobs: Sequence[Job]) -> None:
+        complete_each(self, jobs)
 
     def retry(self, job: Job, *, delay_s: float, error: str) -> None:
         if job.queue in self._routes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ctxstore.ports.work_queue import WorkQueue
@@ -15,3 +16,6 @@ class QueueWorkflowStarter:
 
     def start(self, org: str, execution_name: str, payload: dict[str, Any]) -> bool:
         return self._queue.enqueue(org, self._name, execution_name, payload)
+
+    def start_many(self, org: str, starts: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
+        return self._queue.enqueue_many(org, self._name, starts)

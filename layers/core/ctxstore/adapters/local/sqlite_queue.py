@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
@@ -46,6 +48,20 @@ _ANY_DUE = (
 )
 
 
+def _insert(
+    conn: sqlite3.Connection, org: str, queue: str, job_id: str, payload: dict[str, Any], now: float, delay_s: float
+) -> bool:
+    row = conn.execute("SELECT state FROM jobs WHERE queue=? AND job_id=?", (queue, job_id)).fetchone()
+    if row is not None and row[0] != "dead":
+        return False
+    conn.execute(
+        "INSERT OR REPLACE INTO jobs (queue, job_id, org, payload, state, run_at, attempts, created_at)"
+        " VALUES (?,?,?,?, 'ready', ?, 0, ?)",
+        (queue, job_id, org, json.dumps(payload), now + delay_s, now),
+    )
+    return True
+
+
 class SqliteWorkQueue:
     def __init__(self, db: SqliteDb) -> None:
         self._db = db
@@ -53,19 +69,19 @@ class SqliteWorkQueue:
         db.executescript(_SCHEMA)
 
     def enqueue(self, org: str, queue: str, job_id: str, payload: dict[str, Any], *, delay_s: float = 0) -> bool:
+        with self._db.write() as conn:
+            queued = _insert(conn, org, queue, job_id, payload, time.time(), delay_s)
+        if queued and delay_s <= 0:
+            self.signal.notify()  # after the commit: a woken worker's claim sees the job
+        return queued
+
+    def enqueue_many(self, org: str, queue: str, jobs: Sequence[tuple[str, dict[str, Any]]]) -> list[bool]:
         now = time.time()
         with self._db.write() as conn:
-            row = conn.execute("SELECT state FROM jobs WHERE queue=? AND job_id=?", (queue, job_id)).fetchone()
-            if row is not None and row[0] != "dead":
-                return False
-            conn.execute(
-                "INSERT OR REPLACE INTO jobs (queue, job_id, org, payload, state, run_at, attempts, created_at)"
-                " VALUES (?,?,?,?, 'ready', ?, 0, ?)",
-                (queue, job_id, org, json.dumps(payload), now + delay_s, now),
-            )
-        if delay_s <= 0:
-            self.signal.notify()  # after the commit: a woken worker's claim sees the job
-        return True
+            queued = [_insert(conn, org, queue, job_id, payload, now, 0) for job_id, payload in jobs]
+        if any(queued):
+            self.signal.notify()
+        return queued
 
     def claim(self, queue: str, *, lease_s: float, limit: int = 1) -> list[Job]:
         now = time.time()
@@ -91,6 +107,13 @@ class SqliteWorkQueue:
             conn.execute(
                 "DELETE FROM jobs WHERE queue=? AND job_id=? AND lease_token=?",
                 (job.queue, job.job_id, job.lease_token),
+            )
+
+    def complete_many(self, jobs: Sequence[Job]) -> None:
+        with self._db.write() as conn:
+            conn.executemany(
+                "DELETE FROM jobs WHERE queue=? AND job_id=? AND lease_token=?",
+                [(job.queue, job.job_id, job.lease_token) for job in jobs],
             )
 
     def retry(self, job: Job, *, delay_s: float, error: str) -> None:
