@@ -4,7 +4,7 @@ write per group instead of several commits per item; a failure part-way leaves n
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import pytest
 
 from ctxstore.adapters.local.sqlite_db import SqliteDb
 from ctxstore.domain.errors import StoreUnavailable
+from ctxstore.ports.blobs import BlobPut
 from ctxstore.services.items import ingest as ingest_module
 from tests.support.app import LocalApp
 
@@ -100,22 +101,19 @@ def test_a_blob_store_failure_part_way_leaves_nothing_of_its_group(
     db: LocalApp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blobs = db.container.blobs
-    original = blobs.put
-    calls = [0]
+    original = blobs.put_many
 
-    def put(org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
-        calls[0] += 1
-        if calls[0] == 3:
-            raise StoreUnavailable("out of disk space writing a blob", retry_after_s=5)
-        original(org, key, data, content_type=content_type)
+    def put_many(org: str, puts: Sequence[BlobPut]) -> None:  # a store that fails part-way: two blobs landed
+        original(org, puts[:2])
+        raise StoreUnavailable("out of disk space writing a blob", retry_after_s=5)
 
-    monkeypatch.setattr(blobs, "put", put)
+    monkeypatch.setattr(blobs, "put_many", put_many)
     r = _ingest(db, _items(5))
     assert r.status_code in (503, 507), r.text
     assert _blob_files(db) == []  # the two written before the failure are gone: nothing refers to them
     assert db.container.queue.pending("ingest") == 0
     assert set(_statuses(db, [f"n{i}" for i in range(5)]).values()) == {"FILE_NOT_FOUND"}
-    monkeypatch.setattr(blobs, "put", original)
+    monkeypatch.setattr(blobs, "put_many", original)
     assert _ingest(db, _items(5)).status_code == 202  # the client's retry stores them all
     db.drain()
     assert set(_statuses(db, [f"n{i}" for i in range(5)]).values()) == {"completed"}

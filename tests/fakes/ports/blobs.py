@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxstore.ports.blobs import BlobNotFound, PresignedPost
+from ctxstore.ports.blobs import BlobNotFound, BlobPut, PresignedPost, put_each
 
 MAX_PRESIGNED_POST_BYTES = 5 * 1024**3  # S3: a single upload (PUT or POST) is at most 5 GB
 MAX_PRESIGN_SECONDS = 7 * 24 * 3600  # S3 SigV4: presigned URLs last at most 7 days
@@ -36,6 +37,9 @@ class InMemoryBlobStore:
     def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
         with self._lock:
             self._blobs[(org, key)] = (bytes(data), content_type)
+
+    def put_many(self, org: str, blobs: Sequence[BlobPut]) -> None:
+        put_each(self, org, blobs)
 
     def get(self, org: str, key: str) -> bytes:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,8 +20,25 @@ class PresignedPost:
     file_field: str = "file"
 
 
+@dataclass(frozen=True)
+class BlobPut:
+    key: str
+    data: bytes
+    content_type: str | None = None
+
+
+def put_each(store: BlobStore, org: str, blobs: Sequence[BlobPut]) -> None:
+    """put_many for a store whose writes cannot share a sync: one put per blob, in order."""
+    for blob in blobs:
+        store.put(org, blob.key, blob.data, content_type=blob.content_type)
+
+
 class BlobStore(Protocol):
     def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None: ...
+
+    def put_many(self, org: str, blobs: Sequence[BlobPut]) -> None:
+        """put() for several blobs, each durable when this returns (their syncs batched where the store allows)."""
+        ...
 
     def get(self, org: str, key: str) -> bytes:
         """Raises BlobNotFound."""

@@ -8,6 +8,7 @@ HeadObject first, since S3's DeleteObject answers the same either way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -18,7 +19,7 @@ from ctxstore.adapters.aws._common import error_code, http_status
 from ctxstore.adapters.aws.faults import install as map_faults
 from ctxstore.adapters.aws.faults import transient, unavailable
 from ctxstore.domain.errors import StoreUnavailable
-from ctxstore.ports.blobs import BlobNotFound, PresignedPost
+from ctxstore.ports.blobs import BlobNotFound, BlobPut, PresignedPost, put_each
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -74,6 +75,9 @@ class S3BlobStore:
         if content_type:
             args["ContentType"] = content_type
         self._s3.put_object(**args)
+
+    def put_many(self, org: str, blobs: Sequence[BlobPut]) -> None:
+        put_each(self, org, blobs)
 
     def get(self, org: str, key: str) -> bytes:
         try:

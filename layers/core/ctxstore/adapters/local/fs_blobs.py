@@ -13,11 +13,12 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 from ctxstore.domain.errors import OUT_OF_SPACE_RETRY_AFTER_S, StoreUnavailable
-from ctxstore.ports.blobs import BlobNotFound, PresignedPost
+from ctxstore.ports.blobs import BlobNotFound, BlobPut, PresignedPost
 
 _OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
@@ -114,8 +115,11 @@ class FsBlobStore:
         return self._root.joinpath(_segment(org), *(_segment(s) for s in key.split("/")))
 
     def put(self, org: str, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        self.put_many(org, [BlobPut(key, data, content_type)])
+
+    def put_many(self, org: str, blobs: Sequence[BlobPut]) -> None:
         try:
-            self._put(org, key, data)
+            self._put_many(org, blobs)
         except OSError as exc:
             if exc.errno in _OUT_OF_SPACE:
                 raise StoreUnavailable(
@@ -123,25 +127,42 @@ class FsBlobStore:
                 ) from exc
             raise
 
-    def _put(self, org: str, key: str, data: bytes) -> None:
-        path = self._path(org, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    def _put_many(self, org: str, blobs: Sequence[BlobPut]) -> None:
+        """Each blob to a temporary file, then every file synced, renamed into place, and every folder synced.
+        Syncs of files written together share the journal's commits: a group of 50 SciFact items took about a
+        quarter less CPU and wall than syncing each file before writing the next (diagnostic in docs/benchmarks.md).
+        A blob is whole or absent under its key: renamed only once its data is on disk."""
+        staged: list[tuple[int, str, Path]] = []
+        open_fds: set[int] = set()
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            for blob in blobs:
+                path = self._path(org, blob.key)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+                open_fds.add(fd)
+                staged.append((fd, tmp, path))
+                with os.fdopen(fd, "wb", closefd=False) as fh:
+                    fh.write(blob.data)
+            for fd, _, _ in staged:
+                os.fsync(fd)
+                os.close(fd)
+                open_fds.discard(fd)
+            for _, tmp, path in staged:
+                os.replace(tmp, path)
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            for fd, tmp, _ in staged:
+                if fd in open_fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
             raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        for folder in dict.fromkeys(path.parent for _, _, path in staged):
+            dir_fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
 
     def get(self, org: str, key: str) -> bytes:
         try:

@@ -13,7 +13,7 @@ from ctxstore.domain import metadata_schema as ms
 from ctxstore.domain.errors import ApiError, ErrorCode, StoreUnavailable
 from ctxstore.domain.ingest_request import IngestRequest, ItemSpec
 from ctxstore.domain.items import QUEUED, ItemRecord, ItemRef, StoredItem
-from ctxstore.ports.blobs import BlobStore
+from ctxstore.ports.blobs import BlobPut, BlobStore
 from ctxstore.ports.clock import Clock
 from ctxstore.ports.records import ConditionFailed, Put, RecordStore
 from ctxstore.ports.workflow import WorkflowStarter
@@ -255,22 +255,26 @@ class IngestService:
         results: list[ItemResult],
         blobs: BlobStore,
     ) -> list[_Staged]:
-        """Each new version's blob (and graph payload); an item upsert=false finds existing fails here. A
-        failure (a full disk) removes the blobs already written for the group, as nothing refers to them."""
+        """Each new version's blob (and graph payload), their syncs shared (BlobStore.put_many); an item
+        upsert=false finds existing fails here. A failure (a full disk) removes the group's blobs: nothing refers
+        to them yet."""
         staged: list[_Staged] = []
+        puts: list[BlobPut] = []
+        for n, (spec, ref) in enumerate(zip(specs, refs, strict=True)):
+            if ref in previous and not req.upsert:
+                results[n] = _exists(results[n], spec)
+                continue
+            version = new_version()
+            key = blob_key(ref, version)
+            data, ctype = _payload(spec)
+            puts.append(BlobPut(key, data, ctype))
+            staged.append(_Staged(n, spec, ref, version, key, previous.get(ref)))
         try:
-            for n, (spec, ref) in enumerate(zip(specs, refs, strict=True)):
-                if ref in previous and not req.upsert:
-                    results[n] = _exists(results[n], spec)
-                    continue
-                version = new_version()
-                key = blob_key(ref, version)
-                data, ctype = _payload(spec)
-                blobs.put(org, key, data, content_type=ctype)
-                staged.append(_Staged(n, spec, ref, version, key, previous.get(ref)))
-                graph = req.graphs.get(spec.id)
+            blobs.put_many(org, puts)
+            for st in staged:
+                graph = req.graphs.get(st.spec.id)
                 if graph is not None:
-                    graph_payloads.save(self._records, blobs, org, ref, key, graph.to_json())
+                    graph_payloads.save(self._records, blobs, org, st.ref, st.key, graph.to_json())
         except BaseException:
             for st in staged:
                 with contextlib.suppress(Exception):
