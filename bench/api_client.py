@@ -25,6 +25,7 @@ from tests.support.server import ServerProcess
 
 from ctxstore.client.models import ItemStatus
 from ctxstore.client.status_polls import poll_oldest_first
+from ctxstore.client.transport import form_fields
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -240,7 +241,7 @@ class Api:
 
     def ingest(self, fields: dict[str, str]) -> None:
         for _ in range(20):
-            r = self.http.post("/context/ingest", data=fields)
+            r = self.http.post("/context/ingest", files=form_fields(fields))  # as CtxstoreClient sends them
             if r.status_code == 503:  # admission control: wait what it says
                 time.sleep(float(r.headers.get("Retry-After", "1")))
                 continue

@@ -27,7 +27,7 @@ from ctxstore.client.models import (
     Subgraph,
 )
 from ctxstore.client.status_polls import poll_oldest_first
-from ctxstore.client.transport import Transport
+from ctxstore.client.transport import Transport, form_fields
 from ctxstore.client.urls import parse_base_url
 from ctxstore.client.webhooks import WebhooksApi
 
@@ -245,7 +245,7 @@ class CtxstoreClient:
         }
         if graph_payload is not None:
             form["graph_payload"] = json.dumps(graph_payload)
-        return IngestResult.model_validate(self._t.request("POST", "/context/ingest", data=form))
+        return IngestResult.model_validate(self._t.request("POST", "/context/ingest", files=form_fields(form)))
 
     def iter_ingest_items(
         self,

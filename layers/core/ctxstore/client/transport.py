@@ -14,6 +14,16 @@ from ctxstore import API_VERSION
 from ctxstore.client.errors import BAD_RESPONSE, UNREACHABLE, CtxstoreError
 
 USER_AGENT = f"ctxstore-client/{API_VERSION}"
+FilePart = tuple[str | None, bytes] | tuple[str, bytes, str]  # (file name or None for a plain field, data[, type])
+
+
+def form_fields(fields: Mapping[str, str]) -> list[tuple[str, FilePart]]:
+    """Form fields as multipart/form-data parts (no file name: the server reads them as text fields).
+
+    A JSON field of 100 SciFact items (150 KB) cost 4.4 CPU-ms to percent-encode and the server 1.6 to decode as
+    application/x-www-form-urlencoded (urllib quotes byte by byte), against 0.05 and 0.35 as multipart, and
+    grew the body by 6 % (docs/benchmarks.md, fourteenth pass)."""
+    return [(name, (None, value.encode())) for name, value in fields.items()]
 
 
 class _NotConnected(CtxstoreError):
@@ -81,7 +91,7 @@ class Transport:
         params: Mapping[str, Any] | list[tuple[str, str]] | None = None,
         json: Any = None,
         data: Mapping[str, str] | None = None,
-        files: list[tuple[str, tuple[str, bytes, str]]] | None = None,
+        files: list[tuple[str, FilePart]] | None = None,
         envelope: bool = True,
         absolute_url: bool = False,
     ) -> Any:
