@@ -3,8 +3,6 @@ no blob of the call and no temporary file is left, and what was stored before is
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,18 +11,13 @@ import pytest
 from ctxstore.adapters.local.fs_blobs import FsBlobStore
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.ports.blobs import BlobPut
+from tests.support.tmpfs import mounted_tmpfs
 
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    assert os.geteuid() == 0, "this test mounts a tmpfs: it runs as root, as CI does on this machine kind"
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "tiny", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _files(root: Path) -> list[str]:

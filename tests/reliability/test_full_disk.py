@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,20 +18,15 @@ import httpx
 import pytest
 
 from tests.support.server import ServerProcess
+from tests.support.tmpfs import mounted_tmpfs
 
 DB = "full"
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    assert os.geteuid() == 0, "the full-disk test mounts a tmpfs: it runs as root, as CI does on this machine kind"
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path / "small", "64m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _fill(path: Path) -> None:
