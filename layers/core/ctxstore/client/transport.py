@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -92,7 +92,7 @@ class Transport:
         params: Mapping[str, Any] | list[tuple[str, str]] | None = None,
         json: Any = None,
         data: Mapping[str, str] | None = None,
-        files: list[tuple[str, FilePart]] | None = None,
+        files: Sequence[tuple[str, FilePart]] | None = None,
         envelope: bool = True,
         absolute_url: bool = False,
     ) -> Any:
