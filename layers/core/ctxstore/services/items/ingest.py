@@ -97,6 +97,22 @@ def _record(spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, cr
     }
 
 
+def _versioned(
+    spec: ItemSpec, ref: ItemRef, version: str, key: str, now: float, previous: StoredItem | None
+) -> tuple[ItemRecord, Put]:
+    """The new version's record and its write over `previous` (absent, or at that record version)."""
+    record = _record(spec, ref, version, key, now, previous.data["created_at"] if previous else now)
+    put = Put(
+        ITEM,
+        ref.pk,
+        ref.item_id,
+        record,
+        if_absent=previous is None,
+        if_version=previous.version if previous is not None else None,
+    )
+    return record, put
+
+
 ACCEPT_GROUP = 50  # items written together; a DynamoDB transaction holds at most 100 operations
 
 
@@ -288,57 +304,25 @@ class IngestService:
         """The staged items' records in one conditional write; item by item (compare-and-set) when a status
         update of a previous version landed meanwhile. None for an item upsert=false found existing."""
         now = self._clock.now()
-        records = [
-            _record(st.spec, st.ref, st.version, st.key, now, st.previous.data["created_at"] if st.previous else now)
-            for st in staged
-        ]
-        puts = [
-            Put(
-                ITEM,
-                st.ref.pk,
-                st.ref.item_id,
-                record,
-                if_absent=st.previous is None,
-                if_version=st.previous.version if st.previous is not None else None,
-            )
-            for st, record in zip(staged, records, strict=True)
-        ]
+        written = [_versioned(st.spec, st.ref, st.version, st.key, now, st.previous) for st in staged]
         try:
-            self._records.transact(org, puts)
+            self._records.transact(org, [put for _, put in written])
         except ConditionFailed:
-            return [self._write_one(org, st, req.upsert) for st in staged]
-        return [(record, st.previous) for st, record in zip(staged, records, strict=True)]
+            return [self._write_record(org, st, upsert=req.upsert) for st in staged]
+        return [(record, st.previous) for st, (record, _) in zip(staged, written, strict=True)]
 
-    def _write_one(self, org: str, st: _Staged, upsert: bool) -> tuple[ItemRecord, StoredItem | None] | None:
-        try:
-            return self._write_record(org, st.ref, st.spec, st.version, st.key, upsert=upsert)
-        except ConditionFailed:
-            return None
-
-    def _write_record(
-        self, org: str, ref: ItemRef, spec: ItemSpec, version: str, key: str, *, upsert: bool
-    ) -> tuple[ItemRecord, StoredItem | None]:
-        """Write the new version's record over the current one (compare-and-set: a status update of the
-        previous version may land in between; ConditionFailed only when upsert=false finds an item)."""
+    def _write_record(self, org: str, st: _Staged, *, upsert: bool) -> tuple[ItemRecord, StoredItem | None] | None:
+        """Write one new version's record over the current one, reading it again on each try (a status update of
+        the previous version may land in between). None when upsert=false finds an item."""
         for _ in range(20):
-            previous = self._items.get(org, ref)
+            previous = self._items.get(org, st.ref)
             if previous is not None and not upsert:
-                raise ConditionFailed(ref.item_id)
-            now = self._clock.now()
-            created_at = previous.data["created_at"] if previous else now
-            record = _record(spec, ref, version, key, now, created_at)
-            put = Put(
-                ITEM,
-                ref.pk,
-                ref.item_id,
-                record,
-                if_absent=previous is None,
-                if_version=previous.version if previous is not None else None,
-            )
+                return None
+            record, put = _versioned(st.spec, st.ref, st.version, st.key, self._clock.now(), previous)
             try:
                 self._records.put(org, put)
                 return record, previous
             except ConditionFailed:
                 if not upsert:
-                    raise
-        raise StoreUnavailable(f"item '{ref.item_id}' kept changing; retry the ingest")
+                    return None
+        raise StoreUnavailable(f"item '{st.ref.item_id}' kept changing; retry the ingest")
