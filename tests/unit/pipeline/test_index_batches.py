@@ -168,3 +168,54 @@ def test_a_job_whose_record_is_not_there_yet_does_not_hold_back_its_batch(app: L
     assert _texts(app, "gone") == []
     statuses = _statuses(app, ["k1", "k2"])
     assert statuses["k1"]["indexing_status"] == statuses["k2"]["indexing_status"] == "completed"
+
+
+class _RecordingEmbedder:
+    """The real embedder; records each document call's texts and refuses any text holding `reject`."""
+
+    def __init__(self, inner: Any, reject: str | None = None) -> None:
+        self._inner, self._reject = inner, reject
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> Any:
+        self.calls.append(list(texts))
+        if self._reject is not None and any(self._reject in t for t in texts):
+            raise ValueError(f"cannot embed {self._reject}")
+        return self._inner.embed_documents(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_burst_is_embedded_in_shared_calls_with_each_item_s_own_vector(app: LocalApp) -> None:
+    """embed_many: a batch's items are embedded in one call (the tokenizer reads them together), and each
+    stored vector is the one its item gets embedded alone."""
+    inner = app.container.embedder
+    assert inner is not None
+    recording = _RecordingEmbedder(inner)
+    app.container.embedder = recording  # type: ignore[assignment]
+    items = {f"e{i}": f"Observation {i}: the planarian{i} head regrows." for i in range(10)}
+    _ingest(app, items)
+    app.drain()
+    assert {s["indexing_status"] for s in _statuses(app, list(items)).values()} == {"completed"}
+    assert sorted(t for call in recording.calls for t in call) == sorted(
+        f"Note {i}\n# Note {i}\n\n{t}" for i, t in items.items()
+    )
+    assert len(recording.calls) < len(items) and max(len(c) for c in recording.calls) > 1
+    idx = app.container.search_index
+    assert idx is not None
+    for item_id in items:
+        (doc,) = idx.item_chunks(_org(app), DB, "", "knowledge", item_id)
+        alone = inner.embed_documents([f"Note {item_id}\n{doc.text}"])[0]
+        assert doc.vector is not None and float(doc.vector @ alone) > 0.9999
+
+
+def test_an_item_the_batch_embedder_call_rejects_fails_alone(app: LocalApp) -> None:
+    inner = app.container.embedder
+    app.container.embedder = _RecordingEmbedder(inner, reject="poison")  # type: ignore[assignment]
+    _ingest(app, {"f1": "A fine note.", "bad": "A poison note.", "f2": "Another fine note."})
+    app.drain()
+    statuses = _statuses(app, ["f1", "bad", "f2"])
+    assert statuses["f1"]["indexing_status"] == statuses["f2"]["indexing_status"] == "completed"
+    assert statuses["bad"]["indexing_status"] == "errored"
+    assert _texts(app, "bad") == [] and _texts(app, "f2") == ["# Note f2\n\nAnother fine note."]

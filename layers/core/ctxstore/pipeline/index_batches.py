@@ -1,11 +1,11 @@
 """Index jobs that one local worker claimed together (the runner's batch handler for the index queue).
 
 The batch's items are marked processing in one status write (IngestPipeline.begin_many); each is then
-parsed, chunked and embedded on its own, exactly as a single job; the embedded items are then published
-together (IngestPipeline.publish_many: one lock write, one index write, one status write) whenever
-FLUSH_CHUNKS chunks wait, so a large document is not held back by the rest of its batch. An
-item replaced or deleted meanwhile gets nothing written; a batch the index rejects is published item by
-item, so only the bad item fails.
+parsed and chunked on its own, exactly as a single job; whenever FLUSH_CHUNKS chunks wait, the waiting
+items are embedded together (IngestPipeline.embed_many: one index read, one embedder call) and published
+together (IngestPipeline.publish_many: one lock write, one index write, one status write), so a large
+document is not held back by the rest of its batch. An item replaced or deleted meanwhile gets nothing
+written; a group the embedder or the index rejects is redone item by item, so only the bad item fails.
 """
 
 from __future__ import annotations
@@ -30,6 +30,17 @@ JobError = BaseException | None  # per job: None when done (or stale), else what
 
 
 @dataclass(frozen=True)
+class _Chunked:
+    """An index job's item, chunked and waiting to be embedded."""
+
+    org: str
+    ref: ItemRef
+    version: str
+    record: ItemRecord
+    chunks: list[Chunk]
+
+
+@dataclass(frozen=True)
 class _Embedded:
     """An index job's item, embedded and waiting to be published."""
 
@@ -46,23 +57,29 @@ class IndexBatches:
 
     def handle(self, jobs: Sequence[Job]) -> list[JobError]:
         errors: list[JobError] = [None] * len(jobs)
-        waiting: list[tuple[int, _Embedded]] = []
+        waiting: list[tuple[int, _Chunked]] = []
 
         def flush() -> None:
-            for i, error in self._publish(waiting):
+            embedded: list[tuple[int, _Embedded]] = []
+            for i, outcome in self._embed(waiting):
+                if isinstance(outcome, _Embedded):
+                    embedded.append((i, outcome))
+                else:
+                    errors[i] = outcome
+            for i, error in self._publish(embedded):
                 errors[i] = error
             waiting.clear()
 
         begun = self._begin(jobs)
         for i, job in enumerate(jobs):
             try:
-                embedded = self._embed(job, begun[i])
+                chunked = self._chunk(job, begun[i])
             except Exception as exc:
                 errors[i] = job_error(exc)
                 continue
-            if embedded is not None:
-                waiting.append((i, embedded))
-            if sum(len(e.docs) for _, e in waiting) >= FLUSH_CHUNKS:
+            if chunked is not None:
+                waiting.append((i, chunked))
+            if sum(len(c.chunks) for _, c in waiting) >= FLUSH_CHUNKS:
                 flush()
         flush()
         return errors
@@ -82,18 +99,39 @@ class IndexBatches:
                 out[i] = outcome
         return out
 
-    def _embed(self, job: Job, begun: ItemRecord | Exception | None) -> _Embedded | None:
+    def _chunk(self, job: Job, begun: ItemRecord | Exception | None) -> _Chunked | None:
         if isinstance(begun, Exception):
             raise begun
         if begun is None:
             return None
-        p, org, record = self._p, job.org, begun
         ref = ItemRef.from_json(job.payload["ref"])
         version = str(job.payload["version"])
-        chunks = p.parse_and_chunk(org, ref, version, record)
-        if chunks is None:
-            return None
-        return _Embedded(org, ref, version, chunks, p.embed(org, ref, record, chunks))
+        chunks = self._p.parse_and_chunk(job.org, ref, version, begun)
+        return None if chunks is None else _Chunked(job.org, ref, version, begun, chunks)
+
+    def _embed(self, waiting: Sequence[tuple[int, _Chunked]]) -> list[tuple[int, _Embedded | JobError]]:
+        """The waiting items embedded together per org; when that fails, each on its own (only the bad one fails)."""
+        out: list[tuple[int, _Embedded | JobError]] = []
+        by_org: dict[str, list[tuple[int, _Chunked]]] = {}
+        for entry in waiting:
+            by_org.setdefault(entry[1].org, []).append(entry)
+        for org, entries in by_org.items():
+            try:
+                docs = self._p.embed_many(org, [(c.ref, c.record, c.chunks) for _, c in entries])
+            except Exception:
+                if len(entries) > 1:
+                    log.warning("batch embed failed; embedding its %d items one by one", len(entries), exc_info=True)
+                out += [(i, self._embed_one(c)) for i, c in entries]
+                continue
+            for (i, c), d in zip(entries, docs, strict=True):
+                out.append((i, _Embedded(c.org, c.ref, c.version, c.chunks, d)))
+        return out
+
+    def _embed_one(self, c: _Chunked) -> _Embedded | JobError:
+        try:
+            return _Embedded(c.org, c.ref, c.version, c.chunks, self._p.embed(c.org, c.ref, c.record, c.chunks))
+        except Exception as exc:
+            return job_error(exc)
 
     def _publish(self, waiting: Sequence[tuple[int, _Embedded]]) -> list[tuple[int, JobError]]:
         """Publish the embedded items (one write set per org), then hand each to its graph step."""

@@ -336,7 +336,13 @@ class IngestPipeline:
         return chunks
 
     def embed(self, org: str, ref: ItemRef, record: ItemRecord, chunks: list[Chunk]) -> list[ChunkDoc]:
-        return self.documents(ref, record, chunks, self.vectors(org, record, chunks))
+        return self.embed_many(org, [(ref, record, chunks)])[0]
+
+    def embed_many(self, org: str, items: Sequence[tuple[ItemRef, ItemRecord, list[Chunk]]]) -> list[list[ChunkDoc]]:
+        """embed() for several items of one org: their chunks' vectors come from one index read and one embedder
+        call (vectors_many); each item's documents as embed() builds them."""
+        vectors = self.vectors_many(org, [(record, chunks) for _, record, chunks in items])
+        return [self.documents(ref, rec, chunks, v) for (ref, rec, chunks), v in zip(items, vectors, strict=True)]
 
     @property
     def embed_batch(self) -> int:
@@ -344,20 +350,30 @@ class IngestPipeline:
 
     def vectors(self, org: str, record: ItemRecord, chunks: list[Chunk]) -> dict[str, npt.NDArray[np.float32]]:
         """A vector per chunk id: reused from the index when the chunk (same id, same text) is there already."""
+        return self.vectors_many(org, [(record, chunks)])[0]
+
+    def vectors_many(
+        self, org: str, items: Sequence[tuple[ItemRecord, list[Chunk]]]
+    ) -> list[dict[str, npt.NDArray[np.float32]]]:
+        """vectors() for several items of one org: the reusable ones read in one call, the rest embedded in
+        calls of `embed_batch` texts across the items (the embedder tokenizes a call's texts together)."""
         idx = self._search_index()
         embedder = self._embedder()
         if idx is None or embedder is None:  # real: a deployment may lack either; the job is retried, then errored
             raise TransientError("search index or embedder not configured")
-        known = {d.chunk_id: d.vector for d in idx.get_chunks(org, [c.id for c in chunks]) if d.vector is not None}
-        title = str(record["title"] or "")
-        todo = [c for c in chunks if c.id not in known]
-        for start in range(0, len(todo), self._cfg.embed_batch):
-            batch = todo[start : start + self._cfg.embed_batch]
+        ids = [c.id for _, chunks in items for c in chunks]
+        known = {d.chunk_id: d.vector for d in idx.get_chunks(org, ids) if d.vector is not None}
+        todo: dict[str, str] = {}  # chunk id -> embedding input (a chunk id names its text)
+        for record, chunks in items:
+            title = str(record["title"] or "")
+            todo.update((c.id, embedding_input(title, c)) for c in chunks if c.id not in known)
+        pending = list(todo.items())
+        for start in range(0, len(pending), self._cfg.embed_batch):
+            batch = pending[start : start + self._cfg.embed_batch]
             with step("embed"):
-                vectors = embedder.embed_documents([embedding_input(title, c) for c in batch])
-            for c, v in zip(batch, vectors, strict=True):
-                known[c.id] = v
-        return known
+                vectors = embedder.embed_documents([text for _, text in batch])
+            known.update((chunk, v) for (chunk, _), v in zip(batch, vectors, strict=True))
+        return [{c.id: known[c.id] for c in chunks} for _, chunks in items]
 
     def documents(
         self,

@@ -166,8 +166,13 @@ class _Runtime:
         self.tokenizer = model_tokenizer(spec)
         self.max_tokens = spec.max_tokens
 
+    def encode(self, texts: Sequence[str]) -> list[Any]:
+        return encode_window(self.tokenizer, texts, self.max_tokens)
+
     def run(self, texts: Sequence[str]) -> Vectors:
-        encodings = encode_window(self.tokenizer, texts, self.max_tokens)
+        return self.run_encoded(self.encode(texts))
+
+    def run_encoded(self, encodings: Sequence[Any]) -> Vectors:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -327,12 +332,15 @@ class LocalEmbedder:
         return self._embed_on(self._runtime(threads), texts)
 
     def _embed_on(self, runtime: _Runtime, texts: Sequence[str]) -> Vectors:
+        # The call's texts are tokenized at once, then run: between model runs the tokenizer's tables are out
+        # of cache, and one text at a time it cost 0.55 CPU-ms a SciFact chunk inside index jobs against 0.29.
         # Batches of similar length waste little on padding: sort by length, embed, restore order.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encodings = runtime.encode(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self._batch_size):
             idx = order[start : start + self._batch_size]
-            out[idx] = runtime.run([texts[i] for i in idx])
+            out[idx] = runtime.run_encoded([encodings[i] for i in idx])
         return _normalise(out)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
