@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ctxstore.pipeline import ingest_steps as steps_module
-from ctxstore.pipeline.ingest_pipeline import bounded_batches, doc_bytes
 from ctxstore.pipeline.ingest_steps import MANIFEST, ingest_steps
+from ctxstore.pipeline.publish_groups import bounded_batches, doc_bytes
 from ctxstore.ports.search_index import ChunkDoc
 from tests.support.app import LocalApp
 

@@ -30,8 +30,8 @@ import urllib3
 from ctxstore.adapters.aws.s3_blobs import STAGED_TAG, S3BlobStore
 from ctxstore.domain.graph_payload import MAX_ENTITIES, MAX_RELATIONS
 from ctxstore.domain.ingest_request import MAX_FILE_BYTES
-from ctxstore.pipeline.ingest_pipeline import PUBLISH_BYTES, PUBLISH_DOCS, doc_bytes
 from ctxstore.pipeline.ingest_steps import WORK_BATCH
+from ctxstore.pipeline.publish_groups import PUBLISH_BYTES, PUBLISH_DOCS, doc_bytes
 from tests.aws import sfn_harness as h
 from tests.aws.fake_opensearch import connection_class as remote_connection
 from tests.aws.moto_env import REGION, ROOT, AwsNames, MotoWorld, resource, template

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -50,10 +50,6 @@ log = logging.getLogger("ctxstore.ingest")
 PARSE_FAILED = "E3001"
 STORAGE_ERROR = "E6001"
 INFERRED_PREFIX = "Inferred from conversation: "
-# What one upsert of a streamed publish carries at most (publish_batches): OpenSearch's bulk guidance is
-# 5-15 MB per request, and the adapter splits a call into requests of its own size again.
-PUBLISH_DOCS = 500
-PUBLISH_BYTES = 4 * 1024 * 1024
 
 GraphStep = Callable[[str, ItemRef, ItemRecord, list[Chunk]], int]
 QueueGraph = Callable[[str, Sequence[tuple[ItemRef, str]]], None]  # org, (item, version)s: start their graph jobs
@@ -231,10 +227,11 @@ class IngestPipeline:
         from the work prefix, never holding them all); answers how many chunks were indexed.
 
         The call shape on the index: `delete_item` once (the item's old chunks), then one `upsert` per batch
-        (each at most PUBLISH_DOCS chunks / PUBLISH_BYTES when built by `bounded_batches`). A retry repeats
-        the whole sequence, so it converges. Under the item's lock, and only while the record still names
-        this version: a replaced or deleted item gets nothing written (StaleJob). Metadata comes from the
-        record as it is now, so a PATCH that landed while this version was parsed and embedded is not undone."""
+        (each at most PUBLISH_DOCS chunks / PUBLISH_BYTES when built by publish_groups.bounded_batches). A
+        retry repeats the whole sequence, so it converges. Under the item's lock, and only while the record
+        still names this version: a replaced or deleted item gets nothing written (StaleJob). Metadata comes
+        from the record as it is now, so a PATCH that landed while this version was parsed and embedded is not
+        undone."""
         idx = self._index()
         with self._items.lock(org, ref, wait_s=STEP_WAIT_SECONDS), step("index"):
             record = self.current(org, ref, version)
@@ -463,32 +460,6 @@ def step(name: str) -> AbstractContextManager[None]:
 
 def has_inferred(chunks: Iterable[Chunk]) -> bool:
     return any(c.heading == "inferred" for c in chunks)
-
-
-def doc_bytes(doc: ChunkDoc) -> int:
-    """About what one chunk weighs in a bulk request: its texts, its vector as JSON numbers (~12 bytes
-    each), its metadata and the fixed fields."""
-    vector = 0 if doc.vector is None else int(doc.vector.size) * 12
-    meta = len(json.dumps(doc.metadata, default=str)) + len(json.dumps(doc.additional_metadata, default=str))
-    return len(doc.text.encode()) + len(doc.title.encode()) + vector + meta + 512
-
-
-def bounded_batches(
-    docs: Iterable[ChunkDoc], *, max_docs: int = PUBLISH_DOCS, max_bytes: int = PUBLISH_BYTES
-) -> Iterator[list[ChunkDoc]]:
-    """Consecutive groups of `docs` of at most `max_docs` chunks and about `max_bytes` (a chunk heavier than
-    that alone goes in a group of its own); only one group is held at a time."""
-    group: list[ChunkDoc] = []
-    weight = 0
-    for doc in docs:
-        size = doc_bytes(doc)
-        if group and (len(group) >= max_docs or weight + size > max_bytes):
-            yield group
-            group, weight = [], 0
-        group.append(doc)
-        weight += size
-    if group:
-        yield group
 
 
 def _with_metadata(doc: ChunkDoc, metadata: dict[str, Any], additional: dict[str, Any]) -> ChunkDoc:

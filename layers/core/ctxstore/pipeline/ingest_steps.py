@@ -27,8 +27,9 @@ import numpy as np
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
 from ctxstore.domain.items import ItemRecord, ItemRef
-from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob, bounded_batches, has_inferred
+from ctxstore.pipeline.ingest_pipeline import IngestPipeline, StaleJob, has_inferred
 from ctxstore.pipeline.jobs import ingest_pipeline
+from ctxstore.pipeline.publish_groups import bounded_batches
 from ctxstore.pipeline.retry_policy import TransientError
 from ctxstore.pipeline.search_visibility import SearchVisibility
 from ctxstore.ports.blobs import BlobNotFound, BlobStore
