@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from ctxstore.domain.chunking import Chunk
 from ctxstore.domain.errors import StoreUnavailable
@@ -87,15 +88,12 @@ class IndexBatches:
     def _begin(self, jobs: Sequence[Job]) -> list[ItemRecord | Exception | None]:
         """Every job's begin step, one status write per org (IngestPipeline.begin_many)."""
         out: list[ItemRecord | Exception | None] = [None] * len(jobs)
-        by_org: dict[str, list[int]] = {}
-        for i, job in enumerate(jobs):
-            by_org.setdefault(job.org, []).append(i)
-        for org, members in by_org.items():
+        for org, members in _by_org(list(enumerate(jobs))).items():
             try:
-                begun = self._p.begin_many(org, [_begin_args(jobs[i]) for i in members])
+                begun = self._p.begin_many(org, [_begin_args(job) for _, job in members])
             except Exception as exc:  # the status write itself failed: each job settles with it
                 begun = [exc] * len(members)
-            for i, outcome in zip(members, begun, strict=True):
+            for (i, _), outcome in zip(members, begun, strict=True):
                 out[i] = outcome
         return out
 
@@ -112,10 +110,7 @@ class IndexBatches:
     def _embed(self, waiting: Sequence[tuple[int, _Chunked]]) -> list[tuple[int, _Embedded | JobError]]:
         """The waiting items embedded together per org; when that fails, each on its own (only the bad one fails)."""
         out: list[tuple[int, _Embedded | JobError]] = []
-        by_org: dict[str, list[tuple[int, _Chunked]]] = {}
-        for entry in waiting:
-            by_org.setdefault(entry[1].org, []).append(entry)
-        for org, entries in by_org.items():
+        for org, entries in _by_org(waiting).items():
             try:
                 docs = self._p.embed_many(org, [(c.ref, c.record, c.chunks) for _, c in entries])
             except Exception:
@@ -136,10 +131,7 @@ class IndexBatches:
     def _publish(self, waiting: Sequence[tuple[int, _Embedded]]) -> list[tuple[int, JobError]]:
         """Publish the embedded items (one write set per org), then hand each to its graph step."""
         out: list[tuple[int, JobError]] = []
-        by_org: dict[str, list[tuple[int, _Embedded]]] = {}
-        for entry in waiting:
-            by_org.setdefault(entry[1].org, []).append(entry)
-        for org, entries in by_org.items():
+        for org, entries in _by_org(waiting).items():
             published: list[bool | BaseException]
             try:
                 published = list(self._p.publish_many(org, [(e.ref, e.version, e.docs) for _, e in entries]))
@@ -183,6 +175,22 @@ class IndexBatches:
         except Exception as exc:
             return job_error(exc)
         return None
+
+
+class _OfOrg(Protocol):
+    @property
+    def org(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_OfOrg)
+
+
+def _by_org(entries: Sequence[tuple[int, _T]]) -> dict[str, list[tuple[int, _T]]]:
+    """(index, job or item) pairs grouped by their org, in order: each org's writes are its own."""
+    groups: dict[str, list[tuple[int, _T]]] = {}
+    for entry in entries:
+        groups.setdefault(entry[1].org, []).append(entry)
+    return groups
 
 
 def _begin_args(job: Job) -> tuple[ItemRef, str, int]:
