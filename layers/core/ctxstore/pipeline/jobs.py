@@ -33,12 +33,12 @@ INGEST_RETRY = RetryPolicy(max_attempts=6, interval_s=1.0, backoff_rate=2.0, max
 GRAPH_QUEUE = "graph"
 # Index jobs a worker claims at once when many wait: they share one lock, index and status write, and their
 # chunks are embedded in calls of up to FLUSH_CHUNKS (pipeline/index_batches.py); a single ingest is still claimed
-# and published alone. Model runs back to back keep its weights and the tokenizer's tables in cache: SciFact in
-# process with two workers, 17.2-18.1 CPU-ms an item with 8, 16.3-17.4 with 16, 16.1-16.8 with 24, no better above.
-# 16, not 24: the faster the items become searchable, the larger the graph step's share of the time to completed,
-# and with 24 the whole SciFact's completed / searchable was 1.489-1.515 (goal 6 of issue 28: <= 1.5), 1.477-1.488
-# with 16 (docs/benchmarks.md).
-INDEX_BATCH = 16
+# and published alone. Larger claims run the model back to back more (SciFact in process with two workers: 17.2-18.1
+# CPU-ms an item with 8, 16.3-17.4 with 16, 16.1-16.8 with 24), but on 2 cores both ingest phases are bound by the
+# CPU, so the faster the items become searchable, the larger the graph step's share of the time to completed: whole
+# SciFact completed / searchable 1.477-1.504 with 16 (two of five runs over issue 28's 1.5), 1.489-1.515 with 24,
+# 1.486-1.487 with 8 (docs/benchmarks.md). 8 until the graph step itself is cheaper.
+INDEX_BATCH = 8
 # Graph jobs a worker claims at once: they share the extraction calls and the graph and status writes
 # (pipeline/graph_batches.py), which is what lets the graph step keep pace with indexing (issue 28). Parts of 64
 # items, two in flight, so the two extraction processes get slices of ~32 texts back to back; but at the end of a
