@@ -169,9 +169,6 @@ class _Runtime:
     def encode(self, texts: Sequence[str]) -> list[Any]:
         return encode_window(self.tokenizer, texts, self.max_tokens)
 
-    def run(self, texts: Sequence[str]) -> Vectors:
-        return self.run_encoded(self.encode(texts))
-
     def run_encoded(self, encodings: Sequence[Any]) -> Vectors:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
